@@ -1,0 +1,115 @@
+package dev.fenced.lock;
+
+import java.time.Duration;
+import java.util.Objects;
+import org.jspecify.annotations.Nullable;
+
+/**
+ * Per-call settings of an acquire: how long the lease lasts and how long to wait for a held lock.
+ * A setting left unset takes the client's default.
+ *
+ * <p>Immutable and thread-safe; every {@code with…} method returns a new instance.
+ *
+ * <pre>{@code
+ * client.acquire("invoice:42", AcquireOptions.defaults().withLeaseTime(Duration.ofSeconds(5)));
+ * client.acquire("invoice:42", AcquireOptions.tryOnce()); // empty when the lock is held
+ * }</pre>
+ */
+public final class AcquireOptions {
+
+    /** The longest lease time accepted (one day): longer leases are a design smell and overflow-prone. */
+    public static final Duration MAX_LEASE_TIME = Duration.ofDays(1);
+
+    /** The longest wait accepted (one day). */
+    public static final Duration MAX_WAIT = Duration.ofDays(1);
+
+    private static final AcquireOptions DEFAULTS = new AcquireOptions(null, null);
+    private static final AcquireOptions TRY_ONCE = new AcquireOptions(null, Duration.ZERO);
+
+    private final @Nullable Duration leaseTime;
+    private final @Nullable Duration maxWait;
+
+    private AcquireOptions(@Nullable Duration leaseTime, @Nullable Duration maxWait) {
+        this.leaseTime = leaseTime;
+        this.maxWait = maxWait;
+    }
+
+    /**
+     * Options that take every setting from the client.
+     *
+     * @return the default options
+     */
+    public static AcquireOptions defaults() {
+        return DEFAULTS;
+    }
+
+    /**
+     * Options that make a single attempt: the acquire completes empty when the lock is held.
+     *
+     * @return options with a maximum wait of zero
+     */
+    public static AcquireOptions tryOnce() {
+        return TRY_ONCE;
+    }
+
+    /**
+     * Returns options with the given lease time: how long the lease stays valid without renewal. The
+     * lease is renewed every third of it while held (or at the client's renewal ratio).
+     *
+     * @param leaseTime at least 10 ms and at most {@link #MAX_LEASE_TIME}
+     * @return new options
+     * @throws IllegalArgumentException if the lease time is out of range
+     */
+    public AcquireOptions withLeaseTime(Duration leaseTime) {
+        return new AcquireOptions(Durations.requireLeaseTime(leaseTime, "leaseTime"), maxWait);
+    }
+
+    /**
+     * Returns options with the given maximum wait for a lock held by someone else. Zero makes a
+     * single attempt (empty when held); otherwise the acquire fails with
+     * {@link LockAcquireTimeoutException} when the wait runs out.
+     *
+     * @param maxWait zero or positive, at most {@link #MAX_WAIT}
+     * @return new options
+     * @throws IllegalArgumentException if the wait is negative or too long
+     */
+    public AcquireOptions withMaxWait(Duration maxWait) {
+        return new AcquireOptions(leaseTime, Durations.requireWait(maxWait, "maxWait"));
+    }
+
+    /**
+     * The lease time, or {@code null} to use the client's.
+     *
+     * @return the lease time or {@code null}
+     */
+    public @Nullable Duration leaseTime() {
+        return leaseTime;
+    }
+
+    /**
+     * The maximum wait, or {@code null} to use the client's.
+     *
+     * @return the maximum wait or {@code null}
+     */
+    public @Nullable Duration maxWait() {
+        return maxWait;
+    }
+
+    @Override
+    public boolean equals(@Nullable Object o) {
+        return o instanceof AcquireOptions other
+                && Objects.equals(leaseTime, other.leaseTime)
+                && Objects.equals(maxWait, other.maxWait);
+    }
+
+    @Override
+    public int hashCode() {
+        return Objects.hash(leaseTime, maxWait);
+    }
+
+    @Override
+    public String toString() {
+        return "AcquireOptions{leaseTime=" + (leaseTime == null ? "client default" : leaseTime)
+                + ", maxWait=" + (maxWait == null ? "client default" : maxWait) + "}";
+    }
+}

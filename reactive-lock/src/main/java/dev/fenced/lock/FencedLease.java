@@ -1,0 +1,111 @@
+package dev.fenced.lock;
+
+import dev.fenced.lock.internal.LeaseContext;
+import java.time.Duration;
+import reactor.core.publisher.Mono;
+
+/**
+ * A held lease on a named lock, with its fencing token.
+ *
+ * <p>The {@linkplain #token() token} strictly increases with every grant of the same lock name, across
+ * all clients. Carry it with every write the lease protects and let the storage reject a write whose
+ * token is older than one it already accepted: that is what keeps data safe when a holder stalls past
+ * its lease (garbage collection, CPU starvation, a network stall).
+ *
+ * <p>While held, the lease is renewed in the background. When it is lost, {@link #lost()} emits a
+ * {@link LeaseLostException}; loss is never silent.
+ *
+ * <p>Thread-safe. Signals of {@link #lost()} are delivered on the client's renewal scheduler (or on the
+ * thread that called {@link #release()}); keep work done there short and non-blocking.
+ */
+public interface FencedLease {
+
+    /**
+     * The lock name.
+     *
+     * @return the name
+     */
+    String name();
+
+    /**
+     * The fencing token: strictly increasing per lock name across all clients.
+     *
+     * @return the token, positive
+     */
+    long token();
+
+    /**
+     * The owner id of this grant: random and unique per acquisition.
+     *
+     * @return the owner id
+     */
+    String ownerId();
+
+    /**
+     * The lease time this lease was granted (and is renewed) with.
+     *
+     * @return the lease time
+     */
+    Duration leaseTime();
+
+    /**
+     * How long the lease stays valid without a further renewal, by the client's monotonic clock,
+     * measured from before the last successful acquire or renewal was sent and less a clock-drift
+     * allowance. Zero once lost or released.
+     *
+     * @return the remaining validity, never negative
+     */
+    Duration remainingValidity();
+
+    /**
+     * Whether the lease is held: not lost, not released, and its local validity deadline has not passed.
+     *
+     * @return {@code true} while held
+     */
+    boolean isHeld();
+
+    /**
+     * A hot signal of loss: emits one {@link LeaseLostException} (as a value, not an error) when the lease
+     * is lost, or completes empty when the lease is released first. Late subscribers see the outcome.
+     * Suitable for {@code takeUntilOther(lease.lost())}.
+     *
+     * @return the loss signal
+     */
+    Mono<LeaseLostException> lost();
+
+    /**
+     * Releases the lease: stops its renewal and deletes the lock in Redis if, and only if, it still holds
+     * this lease (owner and token are both checked), then notifies waiters.
+     *
+     * <p>Cold: nothing happens until subscription. Idempotent: once a release has completed, every later
+     * call emits the same outcome without I/O. A lease that was already lost is reported as
+     * {@link ReleaseOutcome#NOT_HELD}, not as an error. Fails with {@link LockServiceException} only if
+     * Redis could not be reached; the lease then expires with its lease time, and a later call retries.
+     *
+     * @return the outcome
+     */
+    Mono<ReleaseOutcome> release();
+
+    /**
+     * The lease on {@code name} held by an enclosing
+     * {@link FencedLockClient#withLease(String, java.util.function.Function) withLease} scope, read from the
+     * subscriber's Reactor Context.
+     *
+     * @param name the lock name
+     * @return the lease, or empty when no enclosing scope holds that lock
+     */
+    static Mono<FencedLease> current(String name) {
+        return Mono.deferContextual(ctx -> Mono.justOrEmpty(LeaseContext.find(ctx, name)));
+    }
+
+    /**
+     * The lease of the innermost enclosing
+     * {@link FencedLockClient#withLease(String, java.util.function.Function) withLease} scope, read from the
+     * subscriber's Reactor Context.
+     *
+     * @return the lease, or empty outside any scope
+     */
+    static Mono<FencedLease> current() {
+        return Mono.deferContextual(ctx -> Mono.justOrEmpty(LeaseContext.innermost(ctx)));
+    }
+}

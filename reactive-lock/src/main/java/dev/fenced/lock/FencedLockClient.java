@@ -1,0 +1,292 @@
+package dev.fenced.lock;
+
+import dev.fenced.lock.internal.ClientSettings;
+import dev.fenced.lock.internal.KeyLayout;
+import dev.fenced.lock.internal.LeasingLockClient;
+import dev.fenced.lock.internal.RedisLeaseStore;
+import io.lettuce.core.RedisClient;
+import io.lettuce.core.RedisURI;
+import java.time.Duration;
+import java.util.Objects;
+import java.util.function.Function;
+import org.jspecify.annotations.Nullable;
+import org.reactivestreams.Publisher;
+import reactor.core.publisher.Flux;
+import reactor.core.publisher.Mono;
+import reactor.core.scheduler.Scheduler;
+
+/**
+ * A client for fenced distributed locks on Redis or Valkey.
+ *
+ * <pre>{@code
+ * FencedLockClient locks = FencedLockClient.builder()
+ *         .redisUri("redis://127.0.0.1:6379")
+ *         .build();
+ *
+ * Flux<Receipt> receipts = locks.withLease("invoice:42",
+ *         lease -> invoices.settle(42, lease.token()));
+ * }</pre>
+ *
+ * <p>Every method is cold: nothing is sent until subscription, and bad arguments or a closed client are
+ * reported as an error signal before any I/O. No method blocks, except {@link #close()}. Signals of an
+ * acquire arrive on the driver's I/O thread or on the renewal scheduler; do not block there.
+ *
+ * <p>Thread-safe. Create one client per application (per Redis deployment) and share it.
+ */
+public interface FencedLockClient extends AutoCloseable {
+
+    /**
+     * Starts a builder with the documented defaults.
+     *
+     * @return a new builder
+     */
+    static Builder builder() {
+        return new Builder();
+    }
+
+    /**
+     * Acquires a lease on {@code name}, waiting up to the client's {@linkplain Builder#maxWait(Duration)
+     * maximum wait} if the lock is held.
+     *
+     * <p>Subscribing sends the acquire; while the lock is held by someone else it waits for a release
+     * notification or a timer bounded by the holder's remaining lease, without blocking a thread.
+     * Cancelling before the lease is emitted leaves no lock behind: an attempt already sent is undone by
+     * an owner-checked release. After emission the lease is the subscriber's to
+     * {@linkplain FencedLease#release() release}; {@link #withLease(String, Function)} does that for you.
+     *
+     * <p>If the subscriber's Reactor Context already holds a lease on {@code name} (inside
+     * {@code withLease}), that lease is emitted again, same token; releasing it through this view is a
+     * no-op reported as {@link ReleaseOutcome#RETAINED}.
+     *
+     * @param name the lock name: not blank, at most 1024 characters, no control characters
+     * @return the lease; errors: {@link LockAcquireTimeoutException}, {@link LockServiceException},
+     *     {@link LockClientClosedException}, {@link IllegalArgumentException} for a bad name
+     */
+    Mono<FencedLease> acquire(String name);
+
+    /**
+     * Acquires a lease on {@code name} with per-call options, as {@link #acquire(String)} does. With a
+     * maximum wait of zero ({@link AcquireOptions#tryOnce()}) a single attempt is made and the result is
+     * empty when the lock is held.
+     *
+     * @param name the lock name
+     * @param options the lease time and maximum wait of this call
+     * @return the lease, or empty for a single attempt on a held lock
+     */
+    Mono<FencedLease> acquire(String name, AcquireOptions options);
+
+    /**
+     * Makes a single attempt: the same as {@code acquire(name, AcquireOptions.tryOnce())}.
+     *
+     * @param name the lock name
+     * @return the lease, or empty when the lock is held
+     */
+    Mono<FencedLease> tryAcquire(String name);
+
+    /**
+     * Acquires {@code name}, runs {@code work} with the lease, and releases the lease when the work
+     * completes, errors or is cancelled.
+     *
+     * <p>If the lease is lost while the work runs, the work is cancelled and the result fails with
+     * {@link LeaseLostException}. The lease is in the Reactor Context of the work ({@link
+     * FencedLease#current(String)}), so operators such as the R2DBC fencing operator find its token. A
+     * nested {@code withLease} on a name the Context already holds reuses that lease and does not
+     * release it.
+     *
+     * @param name the lock name
+     * @param work the work to run while holding the lease
+     * @param <T> the type of the results
+     * @return the results of the work
+     */
+    <T> Flux<T> withLease(String name, Function<? super FencedLease, ? extends Publisher<T>> work);
+
+    /**
+     * As {@link #withLease(String, Function)}, with per-call options. With a maximum wait of zero the
+     * work does not run and the result completes empty when the lock is held.
+     *
+     * @param name the lock name
+     * @param options the lease time and maximum wait of this call
+     * @param work the work to run while holding the lease
+     * @param <T> the type of the results
+     * @return the results of the work
+     */
+    <T> Flux<T> withLease(String name, AcquireOptions options, Function<? super FencedLease, ? extends Publisher<T>> work);
+
+    /**
+     * Closes the client: new acquires fail with {@link LockClientClosedException}, waits in progress end
+     * with that error, held leases are released (their {@link FencedLease#lost()} signals
+     * {@link LossReason#CLIENT_CLOSED}), then the connections close. A Redis client passed to the builder
+     * is left open; one created by the builder is shut down. Idempotent: every call returns the same
+     * completion.
+     *
+     * @return completes when the client is closed; never errors
+     */
+    Mono<Void> closeLater();
+
+    /**
+     * Closes the client as {@link #closeLater()} does and waits, at most ten seconds, for it to finish.
+     * This method blocks the calling thread: call it on shutdown, never on an event-loop thread (where it
+     * throws {@link IllegalStateException}; use {@link #closeLater()} there).
+     */
+    @Override
+    void close();
+
+    /**
+     * Builds a {@link FencedLockClient}. Every setter validates its argument at once and documents its
+     * default; {@link #build()} copies the settings, so a builder may be reused.
+     *
+     * <p>Not thread-safe.
+     */
+    final class Builder {
+
+        private @Nullable RedisURI redisUri;
+        private @Nullable RedisClient redisClient;
+        private String keyPrefix = "fenced:";
+        private Duration leaseTime = Duration.ofSeconds(30);
+        private @Nullable Duration renewalPeriod;
+        private Duration maxWait = Duration.ofSeconds(30);
+        private @Nullable Duration commandTimeout;
+        private @Nullable Scheduler scheduler;
+
+        Builder() {
+        }
+
+        /**
+         * The Redis server to use, as a URI such as {@code redis://127.0.0.1:6379} (Lettuce's URI syntax).
+         * The client creates and owns a Lettuce {@code RedisClient} and shuts it down on close. Either this
+         * or {@link #redisClient(RedisClient, RedisURI)} is required.
+         *
+         * @param uri the URI
+         * @return this builder
+         * @throws IllegalArgumentException if the URI cannot be parsed
+         */
+        public Builder redisUri(String uri) {
+            Objects.requireNonNull(uri, "uri must not be null");
+            try {
+                return redisUri(RedisURI.create(uri));
+            } catch (RuntimeException e) {
+                throw new IllegalArgumentException("Not a valid Redis URI: '" + uri + "': " + e.getMessage(), e);
+            }
+        }
+
+        /**
+         * The Redis server to use, as a Lettuce {@link RedisURI}; the client owns the Lettuce client it
+         * creates for it.
+         *
+         * @param uri the URI
+         * @return this builder
+         */
+        public Builder redisUri(RedisURI uri) {
+            this.redisUri = Objects.requireNonNull(uri, "uri must not be null");
+            this.redisClient = null;
+            return this;
+        }
+
+        /**
+         * Shares an existing Lettuce client (and its event loops) and connects it to {@code uri}. The
+         * lock client opens its own connections on it, applies its own command timeout, and leaves the
+         * Lettuce client open on close.
+         *
+         * @param client the Lettuce client
+         * @param uri the server to connect to
+         * @return this builder
+         */
+        public Builder redisClient(RedisClient client, RedisURI uri) {
+            this.redisClient = Objects.requireNonNull(client, "client must not be null");
+            this.redisUri = Objects.requireNonNull(uri, "uri must not be null");
+            return this;
+        }
+
+        /**
+         * The prefix of every key and channel this client uses. Default {@code "fenced:"}. Clients that
+         * must exclude each other use the same prefix.
+         *
+         * @param keyPrefix at most 256 characters, without braces or control characters; may be empty
+         * @return this builder
+         */
+        public Builder keyPrefix(String keyPrefix) {
+            this.keyPrefix = KeyLayout.requireValidPrefix(keyPrefix);
+            return this;
+        }
+
+        /**
+         * The default lease time: how long a lease stays valid without renewal. Default 30 seconds.
+         *
+         * @param leaseTime at least 10 ms and at most one day
+         * @return this builder
+         */
+        public Builder leaseTime(Duration leaseTime) {
+            this.leaseTime = Durations.requireLeaseTime(leaseTime, "leaseTime");
+            return this;
+        }
+
+        /**
+         * How often a held lease with the default lease time is renewed. Default: a third of the lease
+         * time. Leases with a per-call lease time are renewed at the same ratio.
+         *
+         * @param renewalPeriod positive and shorter than the lease time (checked by {@link #build()})
+         * @return this builder
+         */
+        public Builder renewalPeriod(Duration renewalPeriod) {
+            this.renewalPeriod = Durations.requirePositive(renewalPeriod, "renewalPeriod", AcquireOptions.MAX_LEASE_TIME);
+            return this;
+        }
+
+        /**
+         * How long {@link FencedLockClient#acquire(String)} waits for a held lock before failing with
+         * {@link LockAcquireTimeoutException}. Default 30 seconds. Zero makes a single attempt.
+         *
+         * @param maxWait between zero and one day
+         * @return this builder
+         */
+        public Builder maxWait(Duration maxWait) {
+            this.maxWait = Durations.requireWait(maxWait, "maxWait");
+            return this;
+        }
+
+        /**
+         * How long a Redis command may take before it fails with {@link LockServiceException}. Default: a
+         * third of the lease time, at most 5 seconds, so that a renewal that hangs is retried before the
+         * lease runs out.
+         *
+         * @param commandTimeout positive and shorter than the lease time (checked by {@link #build()})
+         * @return this builder
+         */
+        public Builder commandTimeout(Duration commandTimeout) {
+            this.commandTimeout = Durations.requirePositive(commandTimeout, "commandTimeout", AcquireOptions.MAX_LEASE_TIME);
+            return this;
+        }
+
+        /**
+         * The scheduler that runs renewals, wait timers and timeouts, and whose {@code now()} is the
+         * monotonic clock of lease deadlines (inject a {@code VirtualTimeScheduler} in tests). Default: a
+         * new single daemon thread per client, disposed on close. An injected scheduler is not disposed.
+         *
+         * @param scheduler the scheduler
+         * @return this builder
+         */
+        public Builder scheduler(Scheduler scheduler) {
+            this.scheduler = Objects.requireNonNull(scheduler, "scheduler must not be null");
+            return this;
+        }
+
+        /**
+         * Builds the client. No connection is made until the first command needs one.
+         *
+         * @return a new client
+         * @throws IllegalStateException if no Redis address was given, or the renewal period or command
+         *     timeout is not shorter than the lease time
+         */
+        public FencedLockClient build() {
+            RedisURI uri = redisUri;
+            if (uri == null) {
+                throw new IllegalStateException("A Redis address is required: call redisUri(...) or redisClient(...)");
+            }
+            ClientSettings settings = ClientSettings.of(keyPrefix, leaseTime, renewalPeriod, maxWait, commandTimeout, scheduler);
+            RedisLeaseStore store = redisClient != null
+                    ? RedisLeaseStore.shared(redisClient, uri, settings)
+                    : RedisLeaseStore.owned(uri, settings);
+            return LeasingLockClient.create(store, settings);
+        }
+    }
+}

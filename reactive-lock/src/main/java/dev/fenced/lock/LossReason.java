@@ -1,0 +1,39 @@
+package dev.fenced.lock;
+
+/** Why a lease was lost. */
+public enum LossReason {
+
+    /**
+     * The local validity deadline passed without a successful renewal (for example Redis could not be
+     * reached). The lock may still exist in Redis for a short while, but the holder can no longer assume
+     * that it holds it.
+     */
+    EXPIRED("its validity deadline passed without a successful renewal"),
+
+    /**
+     * Redis answered that the lock no longer holds this lease: its key expired on the server, was
+     * deleted, or was taken over by another holder.
+     */
+    NOT_HELD("the lock service no longer holds it (expired there, deleted, or taken over)"),
+
+    /** The client was closed while the lease was held; the lease was released on the way. */
+    CLIENT_CLOSED("the lock client was closed"),
+
+    /** Storage reported a newer fencing token for this lock than the lease's: another holder has written since. */
+    SUPERSEDED("storage already holds a newer fencing token");
+
+    private final String description;
+
+    LossReason(String description) {
+        this.description = description;
+    }
+
+    /**
+     * A human-readable explanation, used in exception messages.
+     *
+     * @return the explanation
+     */
+    public String description() {
+        return description;
+    }
+}

@@ -1,0 +1,214 @@
+package dev.fenced.lock.internal;
+
+import dev.fenced.lock.FencedLease;
+import dev.fenced.lock.LeaseLostException;
+import dev.fenced.lock.LossReason;
+import dev.fenced.lock.ReleaseOutcome;
+import java.time.Duration;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicReference;
+import org.jspecify.annotations.Nullable;
+import reactor.core.publisher.Mono;
+import reactor.core.publisher.Sinks;
+import reactor.util.Logger;
+import reactor.util.Loggers;
+
+/**
+ * A lease granted to this client. Its state moves once from {@code HELD} to {@code LOST} or through
+ * {@code RELEASING} to {@code RELEASED}; transitions are atomic, so a renewal reply and a release racing
+ * each other cannot both win. Thread-safe.
+ */
+final class HeldLease implements FencedLease {
+
+    private static final Logger log = Loggers.getLogger(HeldLease.class);
+
+    enum State { HELD, RELEASING, RELEASED, LOST }
+
+    private final LeasingLockClient client;
+    private final String name;
+    private final String owner;
+    private final long token;
+    private final long leaseNanos;
+    private final long renewEveryNanos;
+    private final AtomicReference<State> state = new AtomicReference<>(State.HELD);
+    private final Sinks.One<LeaseLostException> lost = Sinks.one();
+    private final AtomicReference<Sinks.@Nullable One<ReleaseOutcome>> release = new AtomicReference<>();
+    private volatile long deadline;
+    private volatile @Nullable LeaseLostException loss;
+
+    // Confined to the renewer's worker.
+    boolean renewing;
+    boolean retrying;
+    long renewAt;
+
+    HeldLease(LeasingLockClient client, String name, String owner, long token, long leaseNanos, long renewEveryNanos,
+            long deadline, long renewAt) {
+        this.client = client;
+        this.name = name;
+        this.owner = owner;
+        this.token = token;
+        this.leaseNanos = leaseNanos;
+        this.renewEveryNanos = renewEveryNanos;
+        this.deadline = deadline;
+        this.renewAt = renewAt;
+    }
+
+    @Override
+    public String name() {
+        return name;
+    }
+
+    @Override
+    public long token() {
+        return token;
+    }
+
+    @Override
+    public String ownerId() {
+        return owner;
+    }
+
+    @Override
+    public Duration leaseTime() {
+        return Duration.ofNanos(leaseNanos);
+    }
+
+    @Override
+    public Duration remainingValidity() {
+        if (state.get() != State.HELD) {
+            return Duration.ZERO;
+        }
+        long left = deadline - client.now();
+        return left > 0 ? Duration.ofNanos(left) : Duration.ZERO;
+    }
+
+    @Override
+    public boolean isHeld() {
+        return state.get() == State.HELD && deadline - client.now() > 0;
+    }
+
+    @Override
+    public Mono<LeaseLostException> lost() {
+        return lost.asMono();
+    }
+
+    @Override
+    public Mono<ReleaseOutcome> release() {
+        return Mono.defer(() -> {
+            Sinks.One<ReleaseOutcome> existing = release.get();
+            if (existing != null) {
+                return existing.asMono();
+            }
+            Sinks.One<ReleaseOutcome> mine = Sinks.one();
+            if (!release.compareAndSet(null, mine)) {
+                Sinks.One<ReleaseOutcome> winner = release.get();
+                return winner != null ? winner.asMono() : release();
+            }
+            // The release runs to its end even if this subscriber cancels, so that its outcome is known.
+            doRelease().subscribe(mine::tryEmitValue, error -> {
+                release.set(null); // a later call may retry
+                mine.tryEmitError(error);
+            });
+            return mine.asMono();
+        });
+    }
+
+    private Mono<ReleaseOutcome> doRelease() {
+        State s = state.get();
+        if (s == State.HELD && !state.compareAndSet(State.HELD, State.RELEASING)) {
+            s = state.get();
+        }
+        if (s == State.HELD || s == State.RELEASING) {
+            client.renewer().forget(this);
+            return client.store().release(name, owner, token).map(deleted -> {
+                if (deleted) {
+                    state.set(State.RELEASED);
+                    lost.tryEmitEmpty();
+                    return ReleaseOutcome.RELEASED;
+                }
+                markLost(LossReason.NOT_HELD, State.RELEASING);
+                return ReleaseOutcome.NOT_HELD;
+            });
+        }
+        if (s == State.RELEASED) {
+            return Mono.just(ReleaseOutcome.RELEASED);
+        }
+        LeaseLostException cause = loss;
+        if (cause != null && cause.reason() == LossReason.EXPIRED) {
+            // Lost by our clock only: the key may still be ours in Redis; free it for the next holder.
+            return client.store().release(name, owner, token)
+                    .onErrorResume(e -> Mono.just(false))
+                    .thenReturn(ReleaseOutcome.NOT_HELD);
+        }
+        return Mono.just(ReleaseOutcome.NOT_HELD);
+    }
+
+    /** Releases on behalf of a scope that ends; failures are logged, never propagated. */
+    Mono<Void> releaseQuietly() {
+        return release()
+                .doOnNext(outcome -> log.debug("Released lock '{}' token {}: {}", name, token, outcome))
+                .onErrorResume(e -> {
+                    log.warn("Could not release lock '{}' token {}; it expires with its lease: {}", name, token, e.toString());
+                    return Mono.empty();
+                })
+                .then();
+    }
+
+    /** Marks the lease lost and signals it; false if it was not held. */
+    boolean markLost(LossReason reason) {
+        return markLost(reason, State.HELD);
+    }
+
+    private boolean markLost(LossReason reason, State from) {
+        if (!state.compareAndSet(from, State.LOST)) {
+            return false;
+        }
+        LeaseLostException e = LeaseLostException.of(name, token, reason);
+        loss = e;
+        client.renewer().forget(this);
+        log.debug("{}", e.getMessage());
+        lost.tryEmitValue(e);
+        return true;
+    }
+
+    /** On close: signal the loss, then delete the key if it still holds this lease. */
+    Mono<Void> closeAndRelease() {
+        if (!markLost(LossReason.CLIENT_CLOSED)) {
+            return Mono.empty();
+        }
+        return client.store().release(name, owner, token).onErrorResume(e -> Mono.just(false)).then();
+    }
+
+    boolean isActive() {
+        return state.get() == State.HELD;
+    }
+
+    @Nullable LeaseLostException loss() {
+        return loss;
+    }
+
+    long deadline() {
+        return deadline;
+    }
+
+    void extendTo(long newDeadline) {
+        deadline = newDeadline;
+    }
+
+    long leaseNanos() {
+        return leaseNanos;
+    }
+
+    long leaseMillis() {
+        return TimeUnit.NANOSECONDS.toMillis(leaseNanos);
+    }
+
+    long renewEveryNanos() {
+        return renewEveryNanos;
+    }
+
+    @Override
+    public String toString() {
+        return "FencedLease{name='" + name + "', token=" + token + ", owner=" + owner + ", state=" + state.get() + "}";
+    }
+}

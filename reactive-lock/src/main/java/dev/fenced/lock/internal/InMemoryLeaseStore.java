@@ -1,0 +1,215 @@
+package dev.fenced.lock.internal;
+
+import dev.fenced.lock.LockServiceException;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Optional;
+import java.util.concurrent.Callable;
+import java.util.concurrent.TimeUnit;
+import org.jspecify.annotations.Nullable;
+import reactor.core.publisher.Flux;
+import reactor.core.publisher.Mono;
+import reactor.core.publisher.Sinks;
+import reactor.core.scheduler.Scheduler;
+
+/**
+ * A lease store in memory, with the semantics of the Redis scripts, whose expiries follow the
+ * scheduler's clock: with a {@code VirtualTimeScheduler}, tests of renewal, expiry and waiting are exact
+ * and take no real time.
+ *
+ * <p>For tests it can also misbehave: {@link #setUnavailable(boolean) fail every command} (as during a
+ * partition) and {@link #setReplyDelay(Duration) delay replies} while applying commands at once (as a
+ * command already on the wire).
+ *
+ * <p>Thread-safe.
+ */
+public final class InMemoryLeaseStore implements LeaseStore {
+
+    private final Scheduler clock;
+    private final Map<String, Held> locks = new HashMap<>();
+    private final Map<String, Long> counters = new HashMap<>();
+    private final Map<String, Channel> channels = new HashMap<>();
+    private volatile boolean unavailable;
+    private volatile Duration replyDelay = Duration.ZERO;
+
+    /**
+     * A store whose clock is {@code clock.now()}.
+     *
+     * @param clock the scheduler that is the clock, and on which delayed replies are delivered
+     */
+    public InMemoryLeaseStore(Scheduler clock) {
+        this.clock = clock;
+    }
+
+    @Override
+    public Mono<AcquireReply> acquire(String name, String owner, long leaseMillis, long floor) {
+        return command(name, "acquire", () -> {
+            synchronized (this) {
+                Held current = live(name);
+                if (current != null) {
+                    if (current.owner.equals(owner)) {
+                        locks.put(name, new Held(owner, current.token, expiry(leaseMillis)));
+                        return AcquireReply.acquired(current.token);
+                    }
+                    return AcquireReply.busy(TimeUnit.NANOSECONDS.toMillis(current.expiresAt - now()));
+                }
+                long token = Math.max(counters.getOrDefault(name, 0L), floor) + 1;
+                counters.put(name, token);
+                locks.put(name, new Held(owner, token, expiry(leaseMillis)));
+                return AcquireReply.acquired(token);
+            }
+        });
+    }
+
+    @Override
+    public Mono<List<Boolean>> renew(List<RenewRequest> leases) {
+        String what = leases.size() == 1 ? leases.get(0).name() : "";
+        return command(what, "renew " + leases.size() + " lease(s)", () -> {
+            synchronized (this) {
+                List<Boolean> result = new ArrayList<>(leases.size());
+                for (RenewRequest r : leases) {
+                    Held current = live(r.name());
+                    boolean held = current != null && current.owner.equals(r.owner()) && current.token == r.token();
+                    if (held) {
+                        locks.put(r.name(), new Held(r.owner(), r.token(), expiry(r.leaseMillis())));
+                    }
+                    result.add(held);
+                }
+                return result;
+            }
+        });
+    }
+
+    @Override
+    public Mono<Boolean> release(String name, String owner, @Nullable Long token) {
+        return command(name, "release", () -> {
+            Channel channel;
+            synchronized (this) {
+                Held current = live(name);
+                if (current == null || !current.owner.equals(owner) || (token != null && current.token != token)) {
+                    return false;
+                }
+                locks.remove(name);
+                channel = channel(name);
+            }
+            channel.notifyRelease();
+            return true;
+        });
+    }
+
+    @Override
+    public Flux<Long> releases(String name) {
+        return Flux.defer(() -> {
+            Channel channel;
+            synchronized (this) {
+                channel = channel(name);
+            }
+            return channel.counts.asFlux();
+        });
+    }
+
+    @Override
+    public Mono<Void> close() {
+        return Mono.empty();
+    }
+
+    /**
+     * Makes every command fail at once with {@link LockServiceException}, as if Redis were unreachable.
+     *
+     * @param unavailable whether commands fail
+     */
+    public void setUnavailable(boolean unavailable) {
+        this.unavailable = unavailable;
+    }
+
+    /**
+     * Delays every reply by {@code delay} of the clock; the command itself takes effect at once.
+     *
+     * @param delay the delay, zero for none
+     */
+    public void setReplyDelay(Duration delay) {
+        this.replyDelay = delay;
+    }
+
+    /**
+     * The value of the lock, {@code owner:token}, if it is held now.
+     *
+     * @param name the lock name
+     * @return the value, or empty when free
+     */
+    public synchronized Optional<String> holder(String name) {
+        Held current = live(name);
+        return current == null ? Optional.empty() : Optional.of(current.owner + ":" + current.token);
+    }
+
+    /**
+     * The last token issued for the lock, 0 if none.
+     *
+     * @param name the lock name
+     * @return the counter
+     */
+    public synchronized long lastToken(String name) {
+        return counters.getOrDefault(name, 0L);
+    }
+
+    /**
+     * Deletes the lock without notifying anyone, as when its key is lost on the server.
+     *
+     * @param name the lock name
+     */
+    public synchronized void deleteLock(String name) {
+        locks.remove(name);
+    }
+
+    private <T> Mono<T> command(String name, String operation, Callable<T> body) {
+        return Mono.defer(() -> {
+            if (unavailable) {
+                return Mono.error(LockServiceException.of(name, operation, "the in-memory store is unavailable (simulated)", null));
+            }
+            Mono<T> reply = Mono.fromCallable(body);
+            Duration delay = replyDelay;
+            return delay.isZero() ? reply : reply.delayElement(delay, clock);
+        });
+    }
+
+    private @Nullable Held live(String name) {
+        Held current = locks.get(name);
+        if (current != null && current.expiresAt - now() <= 0) {
+            locks.remove(name);
+            return null;
+        }
+        return current;
+    }
+
+    private Channel channel(String name) {
+        return channels.computeIfAbsent(name, n -> new Channel());
+    }
+
+    private long expiry(long leaseMillis) {
+        return now() + TimeUnit.MILLISECONDS.toNanos(leaseMillis);
+    }
+
+    private long now() {
+        return clock.now(TimeUnit.NANOSECONDS);
+    }
+
+    private record Held(String owner, long token, long expiresAt) {
+    }
+
+    private static final class Channel {
+
+        private final Sinks.Many<Long> counts = Sinks.many().replay().latest();
+        private long count;
+
+        Channel() {
+            counts.tryEmitNext(0L);
+        }
+
+        synchronized void notifyRelease() {
+            counts.tryEmitNext(++count);
+        }
+    }
+}

@@ -1,0 +1,75 @@
+package dev.fenced.lock.internal;
+
+import io.lettuce.core.api.StatefulConnection;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.atomic.AtomicReference;
+import java.util.function.Supplier;
+import reactor.core.publisher.Mono;
+
+/**
+ * A connection opened on first use and shared afterwards. A failed attempt is not remembered: the next
+ * use tries again. Cancelling a subscriber does not cancel the shared attempt. Thread-safe.
+ *
+ * @param <C> the connection type
+ */
+final class LazyConnection<C extends StatefulConnection<?, ?>> {
+
+    private final Supplier<CompletableFuture<C>> connector;
+    private final AtomicReference<CompletableFuture<C>> current = new AtomicReference<>();
+    private volatile boolean closed;
+
+    LazyConnection(Supplier<CompletableFuture<C>> connector) {
+        this.connector = connector;
+    }
+
+    Mono<C> get() {
+        return Mono.defer(() -> {
+            if (closed) {
+                return Mono.error(new IllegalStateException("connection closed"));
+            }
+            CompletableFuture<C> existing = current.get();
+            if (existing == null || existing.isCompletedExceptionally()) {
+                CompletableFuture<C> fresh = new CompletableFuture<>();
+                if (current.compareAndSet(existing, fresh)) {
+                    connect(fresh);
+                }
+                existing = current.get();
+            }
+            return Mono.fromFuture(existing, true);
+        });
+    }
+
+    private void connect(CompletableFuture<C> target) {
+        CompletableFuture<C> attempt;
+        try {
+            attempt = connector.get();
+        } catch (RuntimeException e) {
+            target.completeExceptionally(e);
+            return;
+        }
+        attempt.whenComplete((connection, error) -> {
+            if (error != null) {
+                target.completeExceptionally(error);
+            } else if (closed) {
+                connection.closeAsync();
+                target.completeExceptionally(new IllegalStateException("connection closed"));
+            } else {
+                target.complete(connection);
+            }
+        });
+    }
+
+    Mono<Void> close() {
+        return Mono.defer(() -> {
+            closed = true;
+            CompletableFuture<C> f = current.getAndSet(null);
+            if (f == null) {
+                return Mono.empty();
+            }
+            return Mono.fromFuture(f, true)
+                    .flatMap(c -> Mono.fromFuture(c.closeAsync(), true))
+                    .onErrorResume(e -> Mono.empty())
+                    .then();
+        });
+    }
+}

@@ -1,0 +1,110 @@
+package dev.fenced.lock.internal;
+
+import java.util.List;
+import org.jspecify.annotations.Nullable;
+import reactor.core.publisher.Flux;
+import reactor.core.publisher.Mono;
+
+/**
+ * The storage of leases: what the lease lifecycle needs from Redis, and nothing more. Every method is
+ * cold. Implementations: {@link RedisLeaseStore} and {@link InMemoryLeaseStore}; one contract test suite
+ * checks both.
+ *
+ * <p>Implementations are thread-safe.
+ */
+public interface LeaseStore {
+
+    /**
+     * Tries to take the lock for {@code owner}. If the lock is free, mints the next token (moving the
+     * counter past {@code floor} first) and sets the lock to {@code owner:token} for {@code leaseMillis}.
+     * If the lock already holds {@code owner}, refreshes its expiry and returns its token (a retried
+     * acquire is idempotent). Otherwise reports the holder's remaining time.
+     *
+     * @param name the lock name
+     * @param owner the owner id of this acquisition
+     * @param leaseMillis the lease time
+     * @param floor a token the next token must exceed, or 0
+     * @return the reply
+     */
+    Mono<AcquireReply> acquire(String name, String owner, long leaseMillis, long floor);
+
+    /**
+     * Extends every lease whose lock still holds its {@code owner:token}, in one round trip where the
+     * store allows.
+     *
+     * @param leases the leases to renew
+     * @return for each lease, in the same order, whether it was still held (and is now extended)
+     */
+    Mono<List<Boolean>> renew(List<RenewRequest> leases);
+
+    /**
+     * Deletes the lock if it holds {@code owner:token} (or, with a {@code null} token, any token of
+     * {@code owner}), and notifies waiters.
+     *
+     * @param name the lock name
+     * @param owner the owner id
+     * @param token the token, or {@code null} to match any token of this owner (to undo an acquire whose
+     *     reply never arrived)
+     * @return whether the lock was held and deleted
+     */
+    Mono<Boolean> release(String name, String owner, @Nullable Long token);
+
+    /**
+     * Watches releases of a lock. On subscription the store starts listening; once listening is
+     * confirmed, the flux emits the current notification count, then a higher count after every
+     * release it hears of. Notifications are at-most-once: callers also use a timer. Cancelling stops
+     * listening when no other watcher of the lock remains.
+     *
+     * @param name the lock name
+     * @return the notification counts
+     */
+    Flux<Long> releases(String name);
+
+    /**
+     * Closes connections. Commands sent afterwards fail.
+     *
+     * @return completion
+     */
+    Mono<Void> close();
+
+    /**
+     * The reply to {@link #acquire}.
+     *
+     * @param acquired whether the lock is now held by the owner
+     * @param token the token when acquired, else 0
+     * @param holderTtlMillis the holder's remaining time when not acquired (negative if unknown)
+     */
+    record AcquireReply(boolean acquired, long token, long holderTtlMillis) {
+
+        /**
+         * A successful reply.
+         *
+         * @param token the token
+         * @return the reply
+         */
+        public static AcquireReply acquired(long token) {
+            return new AcquireReply(true, token, 0);
+        }
+
+        /**
+         * The lock is held by someone else.
+         *
+         * @param holderTtlMillis the holder's remaining time
+         * @return the reply
+         */
+        public static AcquireReply busy(long holderTtlMillis) {
+            return new AcquireReply(false, 0, holderTtlMillis);
+        }
+    }
+
+    /**
+     * One lease to renew.
+     *
+     * @param name the lock name
+     * @param owner the owner id
+     * @param token the token
+     * @param leaseMillis the new lease time
+     */
+    record RenewRequest(String name, String owner, long token, long leaseMillis) {
+    }
+}

@@ -1,0 +1,298 @@
+package dev.fenced.lock.internal;
+
+import dev.fenced.lock.AcquireOptions;
+import dev.fenced.lock.FencedLease;
+import dev.fenced.lock.FencedLockClient;
+import dev.fenced.lock.LeaseLostException;
+import dev.fenced.lock.LockAcquireTimeoutException;
+import dev.fenced.lock.LockClientClosedException;
+import dev.fenced.lock.LossReason;
+import java.time.Duration;
+import java.util.List;
+import java.util.Map;
+import java.util.Objects;
+import java.util.UUID;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.concurrent.atomic.AtomicInteger;
+import java.util.concurrent.atomic.AtomicLong;
+import java.util.concurrent.atomic.AtomicReference;
+import java.util.function.Function;
+import org.jspecify.annotations.Nullable;
+import org.reactivestreams.Publisher;
+import reactor.core.publisher.Flux;
+import reactor.core.publisher.Mono;
+import reactor.core.publisher.Sinks;
+import reactor.core.scheduler.Scheduler;
+import reactor.core.scheduler.Schedulers;
+import reactor.util.Logger;
+import reactor.util.Loggers;
+
+/**
+ * The lock client over any {@link LeaseStore}: the lease lifecycle (acquire, wait, renewal, loss,
+ * release, cancel-safety, nesting) knows nothing of Redis. Thread-safe.
+ */
+public final class LeasingLockClient implements FencedLockClient {
+
+    private static final Logger log = Loggers.getLogger(LeasingLockClient.class);
+    private static final Duration CLOSE_WAIT = Duration.ofSeconds(10);
+
+    private final LeaseStore store;
+    private final ClientSettings settings;
+    private final Scheduler scheduler;
+    private final Renewer renewer;
+    private final String clientId = UUID.randomUUID().toString().replace("-", "").substring(0, 16);
+    private final AtomicLong ownerSequence = new AtomicLong();
+    private final Map<String, Long> floors = new ConcurrentHashMap<>();
+    private final AtomicBoolean closed = new AtomicBoolean();
+    private final Sinks.Empty<Void> closing = Sinks.empty();
+    private final Mono<Void> closeResult;
+
+    private LeasingLockClient(LeaseStore store, ClientSettings settings) {
+        this.store = store;
+        this.settings = settings;
+        this.scheduler = settings.scheduler();
+        this.renewer = new Renewer(this, scheduler);
+        this.closeResult = Mono.defer(this::doClose).cache();
+    }
+
+    /**
+     * A client over the given store.
+     *
+     * @param store the store; closed with the client
+     * @param settings the settings
+     * @return the client
+     */
+    public static LeasingLockClient create(LeaseStore store, ClientSettings settings) {
+        return new LeasingLockClient(Objects.requireNonNull(store, "store"), Objects.requireNonNull(settings, "settings"));
+    }
+
+    @Override
+    public Mono<FencedLease> acquire(String name) {
+        return acquire(name, AcquireOptions.defaults());
+    }
+
+    @Override
+    public Mono<FencedLease> tryAcquire(String name) {
+        return acquire(name, AcquireOptions.tryOnce());
+    }
+
+    @Override
+    public Mono<FencedLease> acquire(String name, AcquireOptions options) {
+        String problem = KeyLayout.problemWithName(name);
+        if (!problem.isEmpty()) {
+            return Mono.error(new IllegalArgumentException(problem));
+        }
+        if (options == null) {
+            return Mono.error(new NullPointerException("options must not be null"));
+        }
+        Duration leaseTime = options.leaseTime() != null ? options.leaseTime() : settings.leaseTime();
+        Duration maxWait = options.maxWait() != null ? options.maxWait() : settings.maxWait();
+        long leaseNanos = leaseTime.toNanos();
+        return Mono.deferContextual(ctx -> {
+            if (closed.get()) {
+                return Mono.error(LockClientClosedException.of(name));
+            }
+            FencedLease enclosing = LeaseContext.find(ctx, name);
+            if (enclosing != null) {
+                return reuse(enclosing);
+            }
+            Mono<FencedLease> acquire;
+            if (maxWait.isZero()) {
+                acquire = attempt(name, leaseNanos).mapNotNull(AttemptResult::lease);
+            } else {
+                acquire = AcquireWaiter.waitFor(this, name, leaseNanos)
+                        .cast(FencedLease.class)
+                        .timeout(maxWait, Mono.error(() -> LockAcquireTimeoutException.of(name, maxWait)), scheduler);
+            }
+            Mono<FencedLease> onClose = closing.asMono().then(Mono.error(() -> LockClientClosedException.of(name)));
+            return Mono.firstWithSignal(acquire, onClose);
+        }).doOnDiscard(HeldLease.class, lease -> lease.releaseQuietly().subscribe());
+    }
+
+    private static Mono<FencedLease> reuse(FencedLease enclosing) {
+        if (enclosing.isHeld()) {
+            return Mono.just(new NestedLease(enclosing));
+        }
+        FencedLease root = enclosing instanceof NestedLease nested ? nested.outer() : enclosing;
+        LeaseLostException loss = root instanceof HeldLease held ? held.loss() : null;
+        return Mono.error(loss != null ? loss : LeaseLostException.of(root.name(), root.token(), LossReason.EXPIRED));
+    }
+
+    @Override
+    public <T> Flux<T> withLease(String name, Function<? super FencedLease, ? extends Publisher<T>> work) {
+        return withLease(name, AcquireOptions.defaults(), work);
+    }
+
+    @Override
+    public <T> Flux<T> withLease(String name, AcquireOptions options,
+            Function<? super FencedLease, ? extends Publisher<T>> work) {
+        if (work == null) {
+            return Flux.error(new NullPointerException("work must not be null"));
+        }
+        Mono<FencedLease> acquire = acquire(name, options);
+        return Flux.deferContextual(ctx -> {
+            if (LeaseContext.find(ctx, name) != null) {
+                // Nested scope: the enclosing scope releases the lease.
+                return acquire.flatMapMany(lease -> guarded(lease, work));
+            }
+            return Flux.usingWhen(acquire,
+                    lease -> guarded(lease, work),
+                    LeasingLockClient::endScope,
+                    (lease, error) -> endScope(lease),
+                    LeasingLockClient::endScope);
+        });
+    }
+
+    private static Mono<Void> endScope(FencedLease lease) {
+        return lease instanceof HeldLease held ? held.releaseQuietly() : lease.release().then();
+    }
+
+    /** Runs the work with the lease in its Context; cancels it and fails when the lease is lost. */
+    private static <T> Flux<T> guarded(FencedLease lease, Function<? super FencedLease, ? extends Publisher<T>> work) {
+        return Flux.defer(() -> {
+            AtomicReference<@Nullable LeaseLostException> loss = new AtomicReference<>();
+            Publisher<T> body = Objects.requireNonNull(work.apply(lease), "work returned null");
+            // Loss is signalled as a value: takeUntilOther would not cancel the work on an error.
+            return Flux.from(body)
+                    .contextWrite(c -> LeaseContext.with(c, lease))
+                    .takeUntilOther(lease.lost().doOnNext(loss::set))
+                    .concatWith(Mono.defer(() -> {
+                        LeaseLostException e = loss.get();
+                        return e == null ? Mono.empty() : Mono.error(e);
+                    }));
+        });
+    }
+
+    /**
+     * One cancel-safe attempt. Lettuce cannot recall a command already on the wire, so a cancelled
+     * attempt is undone when its reply (or failure) arrives: an owner-checked release of what it took.
+     */
+    Mono<AttemptResult> attempt(String name, long leaseNanos) {
+        return Mono.<AttemptResult>create(sink -> {
+            String owner = clientId + "-" + Long.toHexString(ownerSequence.incrementAndGet());
+            long floor = floors.getOrDefault(name, 0L);
+            long leaseMillis = TimeUnit.NANOSECONDS.toMillis(leaseNanos);
+            AtomicInteger state = new AtomicInteger(PENDING);
+            sink.onCancel(() -> state.compareAndSet(PENDING, CANCELLED));
+            long sentAt = now(); // deadlines count from before the command is sent
+            store.acquire(name, owner, leaseMillis, floor).subscribe(
+                    reply -> {
+                        if (!reply.acquired()) {
+                            if (state.compareAndSet(PENDING, DONE)) {
+                                sink.success(new AttemptResult(null, reply.holderTtlMillis()));
+                            }
+                            return;
+                        }
+                        if (!state.compareAndSet(PENDING, DONE)) {
+                            undo(name, owner, reply.token());
+                            return;
+                        }
+                        if (floor > 0) {
+                            floors.remove(name, floor);
+                        }
+                        long renewEvery = settings.renewEveryNanos(leaseNanos);
+                        HeldLease lease = new HeldLease(this, name, owner, reply.token(), leaseNanos, renewEvery,
+                                sentAt + leaseNanos - ClientSettings.driftNanos(leaseNanos), sentAt + renewEvery);
+                        renewer.track(lease);
+                        sink.success(new AttemptResult(lease, 0));
+                    },
+                    error -> {
+                        // The script may have run before the failure (a timeout, a reset): undo by owner.
+                        undo(name, owner, null);
+                        if (state.compareAndSet(PENDING, DONE)) {
+                            sink.error(error);
+                        }
+                    });
+        }).doOnDiscard(AttemptResult.class, result -> {
+            HeldLease lease = result.lease();
+            if (lease != null) {
+                lease.releaseQuietly().subscribe();
+            }
+        });
+    }
+
+    private void undo(String name, String owner, @Nullable Long token) {
+        store.release(name, owner, token).subscribe(
+                deleted -> log.debug("Undid abandoned acquire of lock '{}' by {}: {}", name, owner, deleted ? "released" : "nothing held"),
+                error -> log.debug("Could not undo abandoned acquire of lock '{}' by {}; it expires with its lease: {}",
+                        name, owner, error.toString()));
+    }
+
+    /**
+     * Makes the next acquire of {@code name} take a token above {@code floor}: used when storage has seen
+     * a token that the lock service no longer knows of.
+     *
+     * @param name the lock name
+     * @param floor the token to exceed
+     */
+    public void raiseFloor(String name, long floor) {
+        floors.merge(name, floor, Math::max);
+    }
+
+    @Override
+    public Mono<Void> closeLater() {
+        return closeResult;
+    }
+
+    @Override
+    public void close() {
+        if (Schedulers.isInNonBlockingThread()) {
+            throw new IllegalStateException("close() blocks; on a non-blocking thread (" + Thread.currentThread().getName()
+                    + ") subscribe to closeLater() instead");
+        }
+        closeLater().block(CLOSE_WAIT);
+    }
+
+    private Mono<Void> doClose() {
+        closed.set(true);
+        closing.tryEmitEmpty();
+        List<HeldLease> held = renewer.held();
+        return Flux.fromIterable(held)
+                .flatMap(HeldLease::closeAndRelease)
+                .then(Mono.fromRunnable(renewer::stop))
+                .then(store.close())
+                // Gracefully: the completion may run on an event loop, where a blocking dispose is not allowed.
+                .then(settings.ownsScheduler() ? scheduler.disposeGracefully() : Mono.empty())
+                .onErrorResume(e -> {
+                    log.warn("Error while closing the lock client", e);
+                    return Mono.empty();
+                })
+                .then();
+    }
+
+    long now() {
+        return scheduler.now(TimeUnit.NANOSECONDS);
+    }
+
+    Scheduler scheduler() {
+        return scheduler;
+    }
+
+    LeaseStore store() {
+        return store;
+    }
+
+    Renewer renewer() {
+        return renewer;
+    }
+
+    /** The leases this client holds now (for tests and diagnostics). */
+    List<HeldLease> heldLeases() {
+        return renewer.held();
+    }
+
+    private static final int PENDING = 0;
+    private static final int DONE = 1;
+    private static final int CANCELLED = 2;
+
+    /**
+     * The result of one attempt: a lease, or the holder's remaining time.
+     *
+     * @param lease the lease, or {@code null} when the lock is held by someone else
+     * @param holderTtlMillis the holder's remaining time (negative if unknown)
+     */
+    record AttemptResult(@Nullable HeldLease lease, long holderTtlMillis) {
+    }
+}

@@ -1,0 +1,48 @@
+package dev.fenced.lock.internal;
+
+import dev.fenced.lock.FencedLockException;
+import dev.fenced.lock.LockServiceException;
+import io.lettuce.core.RedisCommandExecutionException;
+import io.lettuce.core.RedisCommandTimeoutException;
+import io.lettuce.core.RedisConnectionException;
+import io.lettuce.core.RedisException;
+import java.io.IOException;
+import java.time.Duration;
+import java.util.concurrent.TimeoutException;
+
+/** The one place where driver errors become Fenced's exceptions. */
+final class RedisErrors {
+
+    private RedisErrors() {
+    }
+
+    /**
+     * Classifies a failure of a Redis operation.
+     *
+     * @param error the failure
+     * @param lockName the lock concerned, or the empty string
+     * @param operation what was attempted
+     * @param timeout the command timeout in force
+     * @return a {@link FencedLockException}: the error itself if it already is one
+     */
+    static FencedLockException classify(Throwable error, String lockName, String operation, Duration timeout) {
+        if (error instanceof FencedLockException fenced) {
+            return fenced;
+        }
+        String detail;
+        if (error instanceof TimeoutException || error instanceof RedisCommandTimeoutException) {
+            detail = "no reply within the command timeout of " + timeout.toMillis() + " ms";
+        } else if (error instanceof RedisConnectionException || error instanceof IOException
+                || error.getCause() instanceof IOException) {
+            detail = "cannot connect to Redis (" + error.getMessage() + ")";
+        } else if (error instanceof RedisCommandExecutionException) {
+            detail = "Redis answered with an error: " + error.getMessage();
+        } else if (error instanceof RedisException) {
+            // Lettuce reports "Connection closed", "Currently not connected. Commands are rejected." etc.
+            detail = "not connected to Redis (" + error.getMessage() + ")";
+        } else {
+            detail = "unexpected " + error.getClass().getSimpleName() + ": " + error.getMessage();
+        }
+        return LockServiceException.of(lockName, operation, detail, error);
+    }
+}

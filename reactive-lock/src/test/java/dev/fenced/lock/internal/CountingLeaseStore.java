@@ -1,0 +1,59 @@
+package dev.fenced.lock.internal;
+
+import java.util.List;
+import java.util.concurrent.CopyOnWriteArrayList;
+import java.util.concurrent.atomic.AtomicInteger;
+import org.jspecify.annotations.Nullable;
+import reactor.core.publisher.Flux;
+import reactor.core.publisher.Mono;
+
+/** Delegates to a store and counts what is asked of it. */
+final class CountingLeaseStore implements LeaseStore {
+
+    final AtomicInteger acquires = new AtomicInteger();
+    final AtomicInteger releases = new AtomicInteger();
+    final List<Integer> renewBatches = new CopyOnWriteArrayList<>();
+    private final LeaseStore delegate;
+
+    CountingLeaseStore(LeaseStore delegate) {
+        this.delegate = delegate;
+    }
+
+    int calls() {
+        return acquires.get() + releases.get() + renewBatches.size();
+    }
+
+    @Override
+    public Mono<AcquireReply> acquire(String name, String owner, long leaseMillis, long floor) {
+        return Mono.defer(() -> {
+            acquires.incrementAndGet();
+            return delegate.acquire(name, owner, leaseMillis, floor);
+        });
+    }
+
+    @Override
+    public Mono<List<Boolean>> renew(List<RenewRequest> leases) {
+        return Mono.defer(() -> {
+            renewBatches.add(leases.size());
+            return delegate.renew(leases);
+        });
+    }
+
+    @Override
+    public Mono<Boolean> release(String name, String owner, @Nullable Long token) {
+        return Mono.defer(() -> {
+            releases.incrementAndGet();
+            return delegate.release(name, owner, token);
+        });
+    }
+
+    @Override
+    public Flux<Long> releases(String name) {
+        return delegate.releases(name);
+    }
+
+    @Override
+    public Mono<Void> close() {
+        return delegate.close();
+    }
+}

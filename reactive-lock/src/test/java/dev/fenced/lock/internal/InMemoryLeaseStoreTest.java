@@ -1,0 +1,26 @@
+package dev.fenced.lock.internal;
+
+import java.time.Duration;
+import org.junit.jupiter.api.AfterEach;
+import reactor.test.scheduler.VirtualTimeScheduler;
+
+class InMemoryLeaseStoreTest extends LeaseStoreContract {
+
+    private final VirtualTimeScheduler clock = VirtualTimeScheduler.create();
+    private final InMemoryLeaseStore store = new InMemoryLeaseStore(clock);
+
+    @AfterEach
+    void disposeClock() {
+        clock.dispose();
+    }
+
+    @Override
+    protected LeaseStore store() {
+        return store;
+    }
+
+    @Override
+    protected void elapse(Duration duration) {
+        clock.advanceTimeBy(duration);
+    }
+}

@@ -1,0 +1,148 @@
+package dev.fenced.lock.internal;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import dev.fenced.lock.internal.LeaseStore.AcquireReply;
+import dev.fenced.lock.internal.LeaseStore.RenewRequest;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.UUID;
+import org.junit.jupiter.api.Test;
+import reactor.test.StepVerifier;
+
+/**
+ * The behaviour every {@link LeaseStore} must have. Runs against the in-memory store (virtual time) and
+ * the Redis store (real time), so the two cannot drift apart.
+ */
+abstract class LeaseStoreContract {
+
+    protected abstract LeaseStore store();
+
+    /** Lets {@code duration} pass on the store's clock. */
+    protected abstract void elapse(Duration duration);
+
+    private final String name = "contract-" + UUID.randomUUID();
+
+    private AcquireReply acquire(String lock, String owner, long leaseMillis, long floor) {
+        AcquireReply reply = store().acquire(lock, owner, leaseMillis, floor).block(Duration.ofSeconds(5));
+        assertThat(reply).isNotNull();
+        return reply;
+    }
+
+    private boolean release(String lock, String owner, Long token) {
+        return Boolean.TRUE.equals(store().release(lock, owner, token).block(Duration.ofSeconds(5)));
+    }
+
+    @Test
+    void tokensStrictlyIncreaseAcrossGrants() {
+        long previous = 0;
+        for (int i = 0; i < 5; i++) {
+            String owner = "owner" + i;
+            AcquireReply reply = acquire(name, owner, 10_000, 0);
+            assertThat(reply.acquired()).isTrue();
+            assertThat(reply.token()).isGreaterThan(previous);
+            previous = reply.token();
+            assertThat(release(name, owner, reply.token())).isTrue();
+        }
+    }
+
+    @Test
+    void heldLockReportsTheHoldersRemainingTime() {
+        acquire(name, "a", 10_000, 0);
+        AcquireReply reply = acquire(name, "b", 10_000, 0);
+        assertThat(reply.acquired()).isFalse();
+        assertThat(reply.holderTtlMillis()).isBetween(1L, 10_000L);
+    }
+
+    @Test
+    void retriedAcquireBySameOwnerKeepsItsToken() {
+        AcquireReply first = acquire(name, "a", 10_000, 0);
+        AcquireReply retry = acquire(name, "a", 10_000, 0);
+        assertThat(retry.acquired()).isTrue();
+        assertThat(retry.token()).isEqualTo(first.token());
+    }
+
+    @Test
+    void expiredLeaseCanBeTakenWithAHigherToken() {
+        AcquireReply first = acquire(name, "a", 100, 0);
+        elapse(Duration.ofMillis(250));
+        AcquireReply second = acquire(name, "b", 10_000, 0);
+        assertThat(second.acquired()).isTrue();
+        assertThat(second.token()).isGreaterThan(first.token());
+    }
+
+    @Test
+    void renewalExtendsAHeldLease() {
+        AcquireReply a = acquire(name, "a", 400, 0);
+        elapse(Duration.ofMillis(250));
+        List<Boolean> renewed = store().renew(List.of(new RenewRequest(name, "a", a.token(), 400))).block(Duration.ofSeconds(5));
+        assertThat(renewed).containsExactly(true);
+        elapse(Duration.ofMillis(250));
+        assertThat(acquire(name, "b", 400, 0).acquired()).as("still held 500 ms after a 400 ms grant").isFalse();
+    }
+
+    @Test
+    void renewalChecksOwnerAndToken() {
+        AcquireReply a = acquire(name, "a", 10_000, 0);
+        List<Boolean> renewed = store().renew(List.of(
+                new RenewRequest(name, "a", a.token(), 10_000),
+                new RenewRequest(name, "a", a.token() + 1, 10_000),
+                new RenewRequest(name, "b", a.token(), 10_000),
+                new RenewRequest(name + "-free", "a", a.token(), 10_000))).block(Duration.ofSeconds(5));
+        assertThat(renewed).containsExactly(true, false, false, false);
+    }
+
+    @Test
+    void renewalOfManyLeasesAnswersInOrder() {
+        List<RenewRequest> requests = new ArrayList<>();
+        List<Boolean> expected = new ArrayList<>();
+        for (int i = 0; i < 600; i++) {
+            String lock = name + "-" + i;
+            AcquireReply reply = acquire(lock, "a", 10_000, 0);
+            boolean right = i % 3 != 0;
+            requests.add(new RenewRequest(lock, "a", right ? reply.token() : reply.token() + 7, 10_000));
+            expected.add(right);
+        }
+        assertThat(store().renew(requests).block(Duration.ofSeconds(10))).isEqualTo(expected);
+    }
+
+    @Test
+    void releaseChecksOwnerAndToken() {
+        AcquireReply a = acquire(name, "a", 10_000, 0);
+        assertThat(release(name, "b", a.token())).isFalse();
+        assertThat(release(name, "a", a.token() + 1)).isFalse();
+        assertThat(acquire(name, "b", 10_000, 0).acquired()).isFalse();
+        assertThat(release(name, "a", a.token())).isTrue();
+        assertThat(release(name, "a", a.token())).as("second release").isFalse();
+        assertThat(acquire(name, "b", 10_000, 0).acquired()).isTrue();
+    }
+
+    @Test
+    void releaseWithoutTokenMatchesAnyTokenOfTheOwnerOnly() {
+        acquire(name, "owner-1", 10_000, 0);
+        assertThat(release(name, "owner", null)).as("a prefix of the owner id is not the owner").isFalse();
+        assertThat(release(name, "owner-1", null)).isTrue();
+    }
+
+    @Test
+    void floorMovesTheNextTokenPastIt() {
+        AcquireReply first = acquire(name, "a", 10_000, 1_000);
+        assertThat(first.token()).isEqualTo(1_001);
+        release(name, "a", first.token());
+        AcquireReply second = acquire(name, "b", 10_000, 5);
+        assertThat(second.token()).as("a floor below the counter changes nothing").isEqualTo(1_002);
+    }
+
+    @Test
+    void releaseNotifiesWatchers() {
+        AcquireReply a = acquire(name, "a", 10_000, 0);
+        long[] first = new long[1];
+        StepVerifier.create(store().releases(name))
+                .consumeNextWith(count -> first[0] = count)
+                .then(() -> release(name, "a", a.token()))
+                .expectNextMatches(count -> count > first[0])
+                .thenCancel()
+                .verify(Duration.ofSeconds(10));
+    }
+}

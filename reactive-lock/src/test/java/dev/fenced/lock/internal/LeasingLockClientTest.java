@@ -1,0 +1,480 @@
+package dev.fenced.lock.internal;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import dev.fenced.lock.AcquireOptions;
+import dev.fenced.lock.FencedLease;
+import dev.fenced.lock.LeaseLostException;
+import dev.fenced.lock.LockAcquireTimeoutException;
+import dev.fenced.lock.LockClientClosedException;
+import dev.fenced.lock.LockServiceException;
+import dev.fenced.lock.LossReason;
+import dev.fenced.lock.ReleaseOutcome;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.atomic.AtomicBoolean;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.Test;
+import reactor.core.Disposable;
+import reactor.core.publisher.Flux;
+import reactor.core.publisher.Mono;
+import reactor.test.StepVerifier;
+import reactor.test.scheduler.VirtualTimeScheduler;
+
+/**
+ * The lease lifecycle in virtual time, over the in-memory store: lease time 3 s, renewal every 1 s,
+ * deadline 3 s − 32 ms (1% + 2 ms drift allowance) after the acquire was sent.
+ */
+class LeasingLockClientTest {
+
+    private static final String LOCK = "invoice:42";
+    private static final Duration DEADLINE = Duration.ofMillis(2_968);
+
+    private final VirtualTimeScheduler clock = VirtualTimeScheduler.create();
+    private final InMemoryLeaseStore memory = new InMemoryLeaseStore(clock);
+    private final CountingLeaseStore store = new CountingLeaseStore(memory);
+    private final LeasingLockClient client = LeasingLockClient.create(store,
+            ClientSettings.of("test:", Duration.ofSeconds(3), null, Duration.ofSeconds(10), null, clock));
+
+    @AfterEach
+    void tearDown() {
+        clock.dispose();
+    }
+
+    private FencedLease acquire(String name) {
+        FencedLease lease = client.acquire(name).block(Duration.ofSeconds(1));
+        assertThat(lease).isNotNull();
+        return lease;
+    }
+
+    private void elapse(long millis) {
+        clock.advanceTimeBy(Duration.ofMillis(millis));
+    }
+
+    private static LeaseLostException lossOf(FencedLease lease) {
+        CompletableFuture<LeaseLostException> lost = lease.lost().toFuture();
+        assertThat(lost).as("lost() has signalled").isDone();
+        return lost.join();
+    }
+
+    @Test
+    void acquireEmitsALeaseThatTheStoreHolds() {
+        FencedLease lease = acquire(LOCK);
+
+        assertThat(lease.name()).isEqualTo(LOCK);
+        assertThat(lease.token()).isEqualTo(1);
+        assertThat(lease.ownerId()).isNotBlank().doesNotContain(":");
+        assertThat(lease.leaseTime()).isEqualTo(Duration.ofSeconds(3));
+        assertThat(lease.remainingValidity()).isEqualTo(DEADLINE);
+        assertThat(lease.isHeld()).isTrue();
+        assertThat(memory.holder(LOCK)).contains(lease.ownerId() + ":1");
+    }
+
+    @Test
+    void tokensStrictlyIncreaseAcrossHandoffs() {
+        long previous = 0;
+        for (int i = 0; i < 20; i++) {
+            FencedLease lease = acquire(LOCK);
+            assertThat(lease.token()).isGreaterThan(previous);
+            previous = lease.token();
+            StepVerifier.create(lease.release()).expectNext(ReleaseOutcome.RELEASED).verifyComplete();
+        }
+    }
+
+    @Test
+    void tryAcquireCompletesEmptyWhenTheLockIsHeld() {
+        acquire(LOCK);
+        StepVerifier.create(client.tryAcquire(LOCK)).verifyComplete();
+        StepVerifier.create(client.acquire(LOCK, AcquireOptions.tryOnce())).verifyComplete();
+    }
+
+    @Test
+    void renewalKeepsTheLeaseAcrossManyLeaseTimes() {
+        FencedLease lease = acquire(LOCK);
+
+        elapse(30_000);
+
+        assertThat(lease.isHeld()).isTrue();
+        assertThat(lease.lost().toFuture()).isNotDone();
+        assertThat(memory.holder(LOCK)).contains(lease.ownerId() + ":1");
+        assertThat(store.renewBatches).hasSize(30);
+    }
+
+    @Test
+    void renewalMovesTheDeadlineFromWhenTheRenewalWasSent() {
+        FencedLease lease = acquire(LOCK);
+        elapse(1_000);
+        assertThat(lease.remainingValidity()).isEqualTo(DEADLINE);
+        elapse(500);
+        assertThat(lease.remainingValidity()).isEqualTo(DEADLINE.minusMillis(500));
+    }
+
+    @Test
+    void leasesTakenTogetherAreRenewedInOneStoreCall() {
+        for (int i = 0; i < 10; i++) {
+            acquire("batch-" + i);
+            elapse(20); // within a quarter of the renewal period of each other
+        }
+        elapse(1_000);
+        assertThat(store.renewBatches).containsExactly(10);
+    }
+
+    @Test
+    void leaseIsLostAtItsDeadlineWhenRenewalsFail() {
+        FencedLease lease = acquire(LOCK);
+        memory.setUnavailable(true);
+
+        elapse(DEADLINE.toMillis() - 1);
+        assertThat(lease.isHeld()).isTrue();
+        assertThat(lease.lost().toFuture()).isNotDone();
+        assertThat(store.renewBatches.size()).as("renewal retried").isGreaterThan(1);
+
+        elapse(1);
+        assertThat(lease.isHeld()).isFalse();
+        assertThat(lease.remainingValidity()).isZero();
+        LeaseLostException loss = lossOf(lease);
+        assertThat(loss.reason()).isEqualTo(LossReason.EXPIRED);
+        assertThat(loss).hasMessage("Lease on lock 'invoice:42' with fencing token 1 was lost: "
+                + "its validity deadline passed without a successful renewal");
+    }
+
+    @Test
+    void renewalSucceedingAfterTransientFailuresKeepsTheLease() {
+        FencedLease lease = acquire(LOCK);
+        memory.setUnavailable(true);
+        elapse(2_000);
+        memory.setUnavailable(false);
+        elapse(2_000);
+        assertThat(lease.isHeld()).isTrue();
+        assertThat(lease.lost().toFuture()).isNotDone();
+    }
+
+    @Test
+    void notHeldReplyLosesTheLeaseAtOnce() {
+        FencedLease lease = acquire(LOCK);
+        memory.deleteLock(LOCK);
+
+        elapse(999);
+        assertThat(lease.lost().toFuture()).isNotDone();
+
+        elapse(1);
+        assertThat(lossOf(lease).reason()).isEqualTo(LossReason.NOT_HELD);
+        assertThat(lease.isHeld()).isFalse();
+    }
+
+    @Test
+    void withLeaseCancelsTheWorkAndFailsWhenTheLeaseIsLost() {
+        AtomicBoolean cancelled = new AtomicBoolean();
+        StepVerifier.create(client.withLease(LOCK, lease -> Flux.never().doOnCancel(() -> cancelled.set(true))))
+                .expectSubscription()
+                .then(() -> memory.deleteLock(LOCK))
+                .then(() -> elapse(1_000))
+                .verifyErrorSatisfies(e -> {
+                    assertThat(e).isInstanceOf(LeaseLostException.class).hasMessage("Lease on lock 'invoice:42' with "
+                            + "fencing token 1 was lost: the lock service no longer holds it (expired there, deleted, or taken over)");
+                    LeaseLostException loss = (LeaseLostException) e;
+                    assertThat(loss.lockName()).isEqualTo(LOCK);
+                    assertThat(loss.token()).isEqualTo(1);
+                    assertThat(loss.reason()).isEqualTo(LossReason.NOT_HELD);
+                });
+        assertThat(cancelled).isTrue();
+    }
+
+    @Test
+    void withLeaseReleasesWhenTheWorkCompletes() {
+        StepVerifier.create(client.withLease(LOCK, lease -> Mono.just(lease.token())))
+                .expectNext(1L)
+                .verifyComplete();
+        assertThat(memory.holder(LOCK)).isEmpty();
+        assertThat(client.heldLeases()).isEmpty();
+    }
+
+    @Test
+    void withLeaseReleasesWhenTheWorkFails() {
+        IllegalStateException failure = new IllegalStateException("boom");
+        StepVerifier.create(client.withLease(LOCK, lease -> Mono.error(failure)))
+                .verifyErrorSatisfies(e -> assertThat(e).isSameAs(failure));
+        assertThat(memory.holder(LOCK)).isEmpty();
+    }
+
+    @Test
+    void withLeaseReleasesWhenTheSubscriberCancels() {
+        StepVerifier.create(client.withLease(LOCK, lease -> Flux.never()))
+                .expectSubscription()
+                .then(() -> assertThat(memory.holder(LOCK)).isPresent())
+                .thenCancel()
+                .verify();
+        assertThat(memory.holder(LOCK)).isEmpty();
+    }
+
+    @Test
+    void withLeaseReleasesWhenTheWorkThrows() {
+        StepVerifier.create(client.withLease(LOCK, lease -> {
+            throw new IllegalArgumentException("bad work");
+        })).verifyErrorMessage("bad work");
+        assertThat(memory.holder(LOCK)).isEmpty();
+    }
+
+    @Test
+    void theLeaseIsInTheContextOfTheWork() {
+        StepVerifier.create(client.withLease(LOCK, lease -> Mono.zip(
+                        FencedLease.current(LOCK).map(FencedLease::token),
+                        FencedLease.current().map(FencedLease::name))))
+                .assertNext(t -> {
+                    assertThat(t.getT1()).isEqualTo(1L);
+                    assertThat(t.getT2()).isEqualTo(LOCK);
+                })
+                .verifyComplete();
+        StepVerifier.create(FencedLease.current(LOCK)).verifyComplete();
+    }
+
+    @Test
+    void nestedWithLeaseReusesTheLeaseAndLeavesItHeld() {
+        Flux<String> nested = client.withLease(LOCK, outer -> client.withLease(LOCK, inner -> Mono.just(inner.token()))
+                .map(innerToken -> innerToken + "/" + outer.token() + "/" + memory.holder(LOCK).isPresent()));
+        StepVerifier.create(nested).expectNext("1/1/true").verifyComplete();
+        assertThat(memory.holder(LOCK)).isEmpty();
+        assertThat(store.acquires).hasValue(1);
+    }
+
+    @Test
+    void nestedAcquireReturnsAViewWhoseReleaseIsRetained() {
+        StepVerifier.create(client.withLease(LOCK, outer -> client.acquire(LOCK).flatMap(FencedLease::release)))
+                .expectNext(ReleaseOutcome.RETAINED)
+                .verifyComplete();
+    }
+
+    @Test
+    void differentNamesNestIndependently() {
+        StepVerifier.create(client.withLease("a", a -> client.withLease("b", b -> FencedLease.current("a")
+                        .zipWith(FencedLease.current(), (x, y) -> x.name() + y.name()))))
+                .expectNext("ab")
+                .verifyComplete();
+    }
+
+    @Test
+    void waiterAcquiresWhenTheHolderReleases() {
+        FencedLease holder = acquire(LOCK);
+        CompletableFuture<FencedLease> waiting = client.acquire(LOCK).toFuture();
+
+        elapse(2_000);
+        assertThat(waiting).isNotDone();
+
+        holder.release().block(Duration.ofSeconds(1));
+        assertThat(waiting).isCompleted();
+        assertThat(waiting.join().token()).isEqualTo(2);
+    }
+
+    @Test
+    void waiterAcquiresSoonAfterTheHoldersLeaseRunsOut() {
+        memory.acquire(LOCK, "stalled-holder", 3_000, 0).block();
+        CompletableFuture<FencedLease> waiting = client.acquire(LOCK).toFuture();
+        int attemptsAfterFirst = store.acquires.get();
+
+        elapse(2_999);
+        assertThat(waiting).isNotDone();
+        assertThat(store.acquires.get()).as("no polling while the holder's lease runs").isEqualTo(attemptsAfterFirst);
+
+        elapse(100);
+        assertThat(waiting).isCompleted();
+        assertThat(waiting.join().token()).isEqualTo(2);
+    }
+
+    @Test
+    void acquireFailsWithATimeoutCarryingTheWait() {
+        memory.acquire(LOCK, "other", 60_000, 0).block();
+        StepVerifier.create(client.acquire(LOCK, AcquireOptions.defaults().withMaxWait(Duration.ofSeconds(5))))
+                .expectSubscription()
+                .then(() -> elapse(5_000))
+                .verifyErrorSatisfies(e -> {
+                    assertThat(e).isInstanceOf(LockAcquireTimeoutException.class)
+                            .hasMessage("Timed out after 5000 ms waiting for lock 'invoice:42'");
+                    assertThat(((LockAcquireTimeoutException) e).waited()).isEqualTo(Duration.ofSeconds(5));
+                });
+    }
+
+    @Test
+    void cancelledAcquireLeavesNoLockBehind() {
+        memory.setReplyDelay(Duration.ofMillis(100));
+        Disposable pending = client.acquire(LOCK).subscribe();
+        assertThat(memory.holder(LOCK)).as("the acquire reached the store").isPresent();
+
+        pending.dispose();
+        elapse(100); // the reply arrives; the abandoned lease is released
+        elapse(100); // the release's reply
+        assertThat(memory.holder(LOCK)).isEmpty();
+        assertThat(client.heldLeases()).isEmpty();
+    }
+
+    @Test
+    void acquireTimingOutDuringAnAttemptLeavesNoLockBehind() {
+        memory.setReplyDelay(Duration.ofSeconds(2));
+        StepVerifier.create(client.acquire(LOCK, AcquireOptions.defaults().withMaxWait(Duration.ofSeconds(1))))
+                .expectSubscription()
+                .then(() -> elapse(1_000))
+                .expectError(LockAcquireTimeoutException.class)
+                .verify();
+        elapse(5_000);
+        assertThat(memory.holder(LOCK)).isEmpty();
+        assertThat(client.heldLeases()).isEmpty();
+    }
+
+    @Test
+    void failedAcquireIsUndoneByOwner() {
+        memory.setUnavailable(true);
+        StepVerifier.create(client.acquire(LOCK))
+                .verifyErrorSatisfies(e -> assertThat(e).isInstanceOf(LockServiceException.class)
+                        .hasMessage("Lock service failed to acquire for lock 'invoice:42': "
+                                + "the in-memory store is unavailable (simulated)"));
+        assertThat(store.releases).as("an undo was attempted").hasValue(1);
+    }
+
+    @Test
+    void releaseIsIdempotent() {
+        FencedLease lease = acquire(LOCK);
+        StepVerifier.create(lease.release()).expectNext(ReleaseOutcome.RELEASED).verifyComplete();
+        StepVerifier.create(lease.release()).expectNext(ReleaseOutcome.RELEASED).verifyComplete();
+        assertThat(store.releases).hasValue(1);
+        StepVerifier.create(lease.lost()).verifyComplete();
+        assertThat(lease.isHeld()).isFalse();
+    }
+
+    @Test
+    void releaseIsColdUntilSubscribed() {
+        FencedLease lease = acquire(LOCK);
+        Mono<ReleaseOutcome> release = lease.release();
+        assertThat(memory.holder(LOCK)).isPresent();
+        release.block(Duration.ofSeconds(1));
+        assertThat(memory.holder(LOCK)).isEmpty();
+    }
+
+    @Test
+    void releaseAfterLossReportsNotHeld() {
+        FencedLease lease = acquire(LOCK);
+        memory.deleteLock(LOCK);
+        elapse(1_000);
+        assertThat(lossOf(lease).reason()).isEqualTo(LossReason.NOT_HELD);
+        int releasesBefore = store.releases.get();
+
+        StepVerifier.create(lease.release()).expectNext(ReleaseOutcome.NOT_HELD).verifyComplete();
+        assertThat(store.releases).as("nothing to delete").hasValue(releasesBefore);
+    }
+
+    @Test
+    void releaseOfALeaseLostUnnoticedReportsNotHeldAndSignalsTheLoss() {
+        FencedLease lease = acquire(LOCK);
+        memory.acquire(LOCK, "ghost", 1, 0).block(); // no-op while held
+        memory.deleteLock(LOCK);
+        memory.acquire(LOCK, "next-holder", 60_000, 0).block();
+
+        StepVerifier.create(lease.release()).expectNext(ReleaseOutcome.NOT_HELD).verifyComplete();
+        assertThat(lossOf(lease).reason()).isEqualTo(LossReason.NOT_HELD);
+        assertThat(memory.holder(LOCK)).hasValueSatisfying(v -> assertThat(v).startsWith("next-holder:"));
+    }
+
+    @Test
+    void releaseAfterExpiryByOurClockStillFreesTheKey() {
+        FencedLease lease = acquire(LOCK);
+        memory.setUnavailable(true);
+        elapse(DEADLINE.toMillis());
+        assertThat(lossOf(lease).reason()).isEqualTo(LossReason.EXPIRED);
+        memory.setUnavailable(false);
+        memory.acquire(LOCK, lease.ownerId(), 60_000, 0).block(); // as if the key were still there
+
+        StepVerifier.create(lease.release()).expectNext(ReleaseOutcome.NOT_HELD).verifyComplete();
+        assertThat(memory.holder(LOCK)).isEmpty();
+    }
+
+    @Test
+    void failedReleaseCanBeRetried() {
+        FencedLease lease = acquire(LOCK);
+        memory.setUnavailable(true);
+        StepVerifier.create(lease.release()).verifyError(LockServiceException.class);
+        memory.setUnavailable(false);
+        StepVerifier.create(lease.release()).expectNext(ReleaseOutcome.RELEASED).verifyComplete();
+        assertThat(memory.holder(LOCK)).isEmpty();
+    }
+
+    @Test
+    void badNamesAreRejectedBeforeAnyIo() {
+        List<String> messages = new ArrayList<>();
+        for (String name : new String[] {null, "", "   ", "x".repeat(1025), "a\nb"}) {
+            StepVerifier.create(client.acquire(name))
+                    .verifyErrorSatisfies(e -> {
+                        assertThat(e).isInstanceOf(IllegalArgumentException.class);
+                        messages.add(e.getMessage());
+                    });
+        }
+        StepVerifier.create(client.withLease("  ", lease -> Mono.just(1))).verifyError(IllegalArgumentException.class);
+        assertThat(messages).containsExactly(
+                "Lock name must not be null",
+                "Lock name must not be blank",
+                "Lock name must not be blank",
+                "Lock name must be at most 1024 characters, was 1025",
+                "Lock name must not contain control characters, was 'a?b'");
+        assertThat(store.calls()).isZero();
+    }
+
+    @Test
+    void nullArgumentsAreRejectedBeforeAnyIo() {
+        StepVerifier.create(client.acquire(LOCK, null)).verifyErrorMessage("options must not be null");
+        StepVerifier.create(client.withLease(LOCK, null)).verifyErrorMessage("work must not be null");
+        assertThat(store.calls()).isZero();
+    }
+
+    @Test
+    void acquireIsColdUntilSubscribed() {
+        Mono<FencedLease> acquire = client.acquire(LOCK);
+        assertThat(store.calls()).isZero();
+        acquire.block(Duration.ofSeconds(1));
+        assertThat(store.acquires).hasValue(1);
+    }
+
+    @Test
+    void closedClientRejectsAcquires() {
+        client.closeLater().block(Duration.ofSeconds(1));
+        StepVerifier.create(client.acquire(LOCK))
+                .verifyErrorSatisfies(e -> assertThat(e).isInstanceOf(LockClientClosedException.class)
+                        .hasMessage("The lock client is closed; cannot acquire lock 'invoice:42'"));
+        assertThat(store.calls()).isZero();
+    }
+
+    @Test
+    void closeReleasesHeldLeasesAndSignalsTheirLoss() {
+        FencedLease lease = acquire(LOCK);
+        client.closeLater().block(Duration.ofSeconds(1));
+
+        assertThat(memory.holder(LOCK)).isEmpty();
+        assertThat(lossOf(lease).reason()).isEqualTo(LossReason.CLIENT_CLOSED);
+        StepVerifier.create(lease.release()).expectNext(ReleaseOutcome.NOT_HELD).verifyComplete();
+        StepVerifier.create(client.closeLater()).verifyComplete();
+    }
+
+    @Test
+    void closeEndsWaitsInProgress() {
+        memory.acquire(LOCK, "other", 60_000, 0).block();
+        CompletableFuture<FencedLease> waiting = client.acquire(LOCK).toFuture();
+        client.closeLater().block(Duration.ofSeconds(1));
+        assertThat(waiting).isCompletedExceptionally();
+        assertThat(waiting.handle((l, e) -> e).join()).isInstanceOf(LockClientClosedException.class);
+    }
+
+    @Test
+    void raisedFloorMovesTheNextTokenPastIt() {
+        client.raiseFloor(LOCK, 100);
+        assertThat(acquire(LOCK).token()).isEqualTo(101);
+    }
+
+    @Test
+    void perCallLeaseTimeIsRenewedAtTheSameRatio() {
+        FencedLease lease = client.acquire(LOCK, AcquireOptions.defaults().withLeaseTime(Duration.ofMillis(300)))
+                .block(Duration.ofSeconds(1));
+        assertThat(lease).isNotNull();
+        elapse(5_000);
+        assertThat(lease.isHeld()).isTrue();
+        assertThat(lease.leaseTime()).isEqualTo(Duration.ofMillis(300));
+        assertThat(store.renewBatches).hasSize(50);
+    }
+}
