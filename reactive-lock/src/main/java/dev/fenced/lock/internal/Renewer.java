@@ -121,9 +121,12 @@ final class Renewer {
     }
 
     private void failed(List<HeldLease> due, Throwable error) {
-        log.warn("Renewal of {} lease(s) failed; retrying until their deadlines: {}", due.size(), error.toString());
         long now = client.now();
+        int firstFailures = 0;
         for (HeldLease lease : due) {
+            if (!lease.retrying) {
+                firstFailures++;
+            }
             lease.renewing = false;
             if (!lease.isActive()) {
                 continue;
@@ -134,6 +137,12 @@ final class Renewer {
                 lease.retrying = true;
                 lease.renewAt = now + Math.max(TimeUnit.MILLISECONDS.toNanos(1), lease.renewEveryNanos() / 3);
             }
+        }
+        // Warn when leases start failing, not on every retry of the same outage.
+        if (firstFailures > 0) {
+            log.warn("Renewal of {} lease(s) failed; retrying until their deadlines: {}", firstFailures, error.toString());
+        } else {
+            log.debug("Renewal retry of {} lease(s) failed: {}", due.size(), error.toString());
         }
         reschedule();
     }

@@ -1,0 +1,102 @@
+package dev.fenced.lock;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+
+import java.time.Duration;
+import org.junit.jupiter.api.Test;
+import reactor.test.StepVerifier;
+
+/** Every builder and options setter validates at once, with a message that names the setting. */
+class FencedLockClientBuilderTest {
+
+    @Test
+    void buildWithoutAnAddressFails() {
+        assertThatThrownBy(() -> FencedLockClient.builder().build())
+                .isInstanceOf(IllegalStateException.class)
+                .hasMessage("A Redis address is required: call redisUri(...) or redisClient(...)");
+    }
+
+    @Test
+    void unparsableUriFails() {
+        assertThatThrownBy(() -> FencedLockClient.builder().redisUri("not a uri"))
+                .isInstanceOf(IllegalArgumentException.class)
+                .hasMessageStartingWith("Not a valid Redis URI: 'not a uri'");
+    }
+
+    @Test
+    void leaseTimeOutOfRangeFails() {
+        assertThatThrownBy(() -> FencedLockClient.builder().leaseTime(Duration.ZERO))
+                .isInstanceOf(IllegalArgumentException.class)
+                .hasMessage("leaseTime must be between 10 ms and 1 day, was PT0S");
+        assertThatThrownBy(() -> FencedLockClient.builder().leaseTime(Duration.ofDays(2)))
+                .hasMessage("leaseTime must be between 10 ms and 1 day, was PT48H");
+        assertThatThrownBy(() -> FencedLockClient.builder().leaseTime(null))
+                .isInstanceOf(NullPointerException.class)
+                .hasMessage("leaseTime must not be null");
+    }
+
+    @Test
+    void negativeOrZeroPeriodsFail() {
+        assertThatThrownBy(() -> FencedLockClient.builder().renewalPeriod(Duration.ofSeconds(-1)))
+                .isInstanceOf(IllegalArgumentException.class)
+                .hasMessage("renewalPeriod must be positive and at most PT24H, was PT-1S");
+        assertThatThrownBy(() -> FencedLockClient.builder().commandTimeout(Duration.ZERO))
+                .hasMessage("commandTimeout must be positive and at most PT24H, was PT0S");
+        assertThatThrownBy(() -> FencedLockClient.builder().maxWait(Duration.ofMillis(-1)))
+                .hasMessage("maxWait must be between 0 and 1 day, was PT-0.001S");
+    }
+
+    @Test
+    void renewalPeriodMustBeShorterThanTheLeaseTime() {
+        FencedLockClient.Builder builder = FencedLockClient.builder().redisUri("redis://127.0.0.1:6379")
+                .leaseTime(Duration.ofSeconds(3)).renewalPeriod(Duration.ofSeconds(3));
+        assertThatThrownBy(builder::build)
+                .isInstanceOf(IllegalStateException.class)
+                .hasMessage("renewalPeriod (PT3S) must be shorter than leaseTime (PT3S)");
+    }
+
+    @Test
+    void commandTimeoutMustBeShorterThanTheLeaseTime() {
+        FencedLockClient.Builder builder = FencedLockClient.builder().redisUri("redis://127.0.0.1:6379")
+                .leaseTime(Duration.ofSeconds(1)).commandTimeout(Duration.ofSeconds(2));
+        assertThatThrownBy(builder::build)
+                .isInstanceOf(IllegalStateException.class)
+                .hasMessage("commandTimeout (PT2S) must be shorter than leaseTime (PT1S)");
+    }
+
+    @Test
+    void keyPrefixWithBracesFails() {
+        assertThatThrownBy(() -> FencedLockClient.builder().keyPrefix("app{1}:"))
+                .isInstanceOf(IllegalArgumentException.class)
+                .hasMessage("keyPrefix must not contain braces or control characters (they would break the cluster "
+                        + "hash tag), was 'app{1}:'");
+        assertThatThrownBy(() -> FencedLockClient.builder().keyPrefix("x".repeat(257)))
+                .hasMessage("keyPrefix must be at most 256 characters, was 257");
+    }
+
+    @Test
+    void buildingConnectsToNothing() {
+        // Port 1 refuses connections: building must not notice, only the first command does.
+        FencedLockClient client = FencedLockClient.builder().redisUri("redis://127.0.0.1:1").build();
+        client.close();
+        StepVerifier.create(client.acquire("x")).verifyError(LockClientClosedException.class);
+    }
+
+    @Test
+    void optionsAreValidatedAndCopiedOnWrite() {
+        AcquireOptions defaults = AcquireOptions.defaults();
+        AcquireOptions shortLease = defaults.withLeaseTime(Duration.ofSeconds(2));
+        assertThat(defaults.leaseTime()).isNull();
+        assertThat(shortLease.leaseTime()).isEqualTo(Duration.ofSeconds(2));
+        assertThat(shortLease.maxWait()).isNull();
+        assertThat(AcquireOptions.tryOnce().maxWait()).isZero();
+        assertThat(shortLease).isEqualTo(AcquireOptions.defaults().withLeaseTime(Duration.ofSeconds(2)));
+        assertThat(shortLease.toString()).isEqualTo("AcquireOptions{leaseTime=PT2S, maxWait=client default}");
+        assertThatThrownBy(() -> defaults.withLeaseTime(Duration.ofMillis(5)))
+                .isInstanceOf(IllegalArgumentException.class)
+                .hasMessage("leaseTime must be between 10 ms and 1 day, was PT0.005S");
+        assertThatThrownBy(() -> defaults.withMaxWait(Duration.ofDays(3)))
+                .hasMessage("maxWait must be between 0 and 1 day, was PT72H");
+    }
+}
