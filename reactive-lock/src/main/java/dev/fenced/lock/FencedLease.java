@@ -16,7 +16,8 @@ import reactor.core.publisher.Mono;
  * {@link LeaseLostException}; loss is never silent.
  *
  * <p>Thread-safe. Signals of {@link #lost()} are delivered on the client's renewal scheduler (or on the
- * thread that called {@link #release()}); keep work done there short and non-blocking.
+ * thread that called {@link #release()} or {@link #reportRejectedWrite}); keep work done there short and
+ * non-blocking.
  */
 public interface FencedLease {
 
@@ -85,6 +86,18 @@ public interface FencedLease {
      * @return the outcome
      */
     Mono<ReleaseOutcome> release();
+
+    /**
+     * Tells the lease that storage rejected one of its writes because it holds a newer token for the lock
+     * (or the same token from another owner): another holder has written since. The client's next acquire of
+     * this name takes a token above the stored one (which restores progress when the lock service lost its
+     * token counter), and the lease is lost at once, on the calling thread ({@link LossReason#SUPERSEDED}, with
+     * {@code rejection} as the cause), so {@code withLease} cancels its work and fails with that
+     * {@link LeaseLostException}. Fenced storage integrations call this on a rejected write.
+     *
+     * @param rejection the storage's rejection
+     */
+    void reportRejectedWrite(StaleFencingTokenException rejection);
 
     /**
      * The lease on {@code name} held by an enclosing

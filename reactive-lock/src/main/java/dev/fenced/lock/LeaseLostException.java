@@ -1,5 +1,7 @@
 package dev.fenced.lock;
 
+import org.jspecify.annotations.Nullable;
+
 /**
  * The lease on a lock was lost before its holder released it: the holder must assume that another
  * client may now hold the lock, and that writes carrying {@link #token()} will be rejected by fenced
@@ -16,9 +18,9 @@ public final class LeaseLostException extends FencedLockException {
     private final long token;
     private final LossReason reason;
 
-    private LeaseLostException(String lockName, long token, LossReason reason) {
+    private LeaseLostException(String lockName, long token, LossReason reason, @Nullable Throwable cause) {
         super(lockName, "Lease on lock '" + lockName + "' with fencing token " + token + " was lost: "
-                + reason.description(), null);
+                + reason.description(), cause);
         this.token = token;
         this.reason = reason;
     }
@@ -32,7 +34,21 @@ public final class LeaseLostException extends FencedLockException {
      * @return a new exception
      */
     public static LeaseLostException of(String lockName, long token, LossReason reason) {
-        return new LeaseLostException(lockName, token, reason);
+        return new LeaseLostException(lockName, token, reason, null);
+    }
+
+    /**
+     * Creates the exception for a lease lost because of {@code cause}, such as the
+     * {@link StaleFencingTokenException} of a rejected write.
+     *
+     * @param lockName the lock name
+     * @param token the fencing token of the lost lease
+     * @param reason why it was lost
+     * @param cause what revealed the loss
+     * @return a new exception
+     */
+    public static LeaseLostException of(String lockName, long token, LossReason reason, Throwable cause) {
+        return new LeaseLostException(lockName, token, reason, cause);
     }
 
     /**

@@ -4,6 +4,7 @@ import dev.fenced.lock.FencedLease;
 import dev.fenced.lock.LeaseLostException;
 import dev.fenced.lock.LossReason;
 import dev.fenced.lock.ReleaseOutcome;
+import dev.fenced.lock.StaleFencingTokenException;
 import java.time.Duration;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicReference;
@@ -126,7 +127,7 @@ final class HeldLease implements FencedLease {
                     lost.tryEmitEmpty();
                     return ReleaseOutcome.RELEASED;
                 }
-                markLost(LossReason.NOT_HELD, State.RELEASING);
+                markLost(LossReason.NOT_HELD, State.RELEASING, null);
                 return ReleaseOutcome.NOT_HELD;
             });
         }
@@ -143,6 +144,17 @@ final class HeldLease implements FencedLease {
         return Mono.just(ReleaseOutcome.NOT_HELD);
     }
 
+    @Override
+    public void reportRejectedWrite(StaleFencingTokenException rejection) {
+        client.raiseFloor(name, rejection.storedToken());
+        if (markLost(LossReason.SUPERSEDED, State.HELD, rejection)) {
+            // Our key may still be in Redis (a lock service that lost data re-issued our token): free it now
+            // rather than make the next holder wait out the lease.
+            client.store().release(name, owner, token).subscribe(null,
+                    e -> log.debug("Could not free superseded lock '{}': {}", name, e.toString()));
+        }
+    }
+
     /** Releases on behalf of a scope that ends; failures are logged, never propagated. */
     Mono<Void> releaseQuietly() {
         return release()
@@ -156,14 +168,15 @@ final class HeldLease implements FencedLease {
 
     /** Marks the lease lost and signals it; false if it was not held. */
     boolean markLost(LossReason reason) {
-        return markLost(reason, State.HELD);
+        return markLost(reason, State.HELD, null);
     }
 
-    private boolean markLost(LossReason reason, State from) {
+    private boolean markLost(LossReason reason, State from, @Nullable Throwable cause) {
         if (!state.compareAndSet(from, State.LOST)) {
             return false;
         }
-        LeaseLostException e = LeaseLostException.of(name, token, reason);
+        LeaseLostException e = cause == null ? LeaseLostException.of(name, token, reason)
+                : LeaseLostException.of(name, token, reason, cause);
         loss = e;
         client.renewer().forget(this);
         log.debug("{}", e.getMessage());

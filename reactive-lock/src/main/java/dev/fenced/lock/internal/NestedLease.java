@@ -3,6 +3,7 @@ package dev.fenced.lock.internal;
 import dev.fenced.lock.FencedLease;
 import dev.fenced.lock.LeaseLostException;
 import dev.fenced.lock.ReleaseOutcome;
+import dev.fenced.lock.StaleFencingTokenException;
 import java.time.Duration;
 import reactor.core.publisher.Mono;
 
@@ -55,6 +56,11 @@ final class NestedLease implements FencedLease {
     @Override
     public Mono<LeaseLostException> lost() {
         return outer.lost();
+    }
+
+    @Override
+    public void reportRejectedWrite(StaleFencingTokenException rejection) {
+        outer.reportRejectedWrite(rejection);
     }
 
     @Override

@@ -10,6 +10,7 @@ import dev.fenced.lock.LockClientClosedException;
 import dev.fenced.lock.LockServiceException;
 import dev.fenced.lock.LossReason;
 import dev.fenced.lock.ReleaseOutcome;
+import dev.fenced.lock.StaleFencingTokenException;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
@@ -476,5 +477,28 @@ class LeasingLockClientTest {
         assertThat(lease.isHeld()).isTrue();
         assertThat(lease.leaseTime()).isEqualTo(Duration.ofMillis(300));
         assertThat(store.renewBatches).hasSize(50);
+    }
+
+    @Test
+    void rejectedWriteLosesTheLeaseFreesTheKeyAndRaisesTheNextToken() {
+        FencedLease lease = acquire(LOCK);
+        StaleFencingTokenException rejection = StaleFencingTokenException.of(LOCK, "invoices (id = 42)", 1, 40, "other");
+        lease.reportRejectedWrite(rejection);
+        LeaseLostException loss = lossOf(lease);
+        assertThat(loss.reason()).isEqualTo(LossReason.SUPERSEDED);
+        assertThat(loss).hasCause(rejection);
+        assertThat(loss).hasMessageEndingWith("was lost: storage already holds a newer fencing token");
+        assertThat(memory.holder(LOCK)).isEmpty();
+        StepVerifier.create(lease.release()).expectNext(ReleaseOutcome.NOT_HELD).verifyComplete();
+        assertThat(acquire(LOCK).token()).isEqualTo(41);
+    }
+
+    @Test
+    void rejectedWriteCancelsTheWorkOfWithLease() {
+        StepVerifier.create(client.withLease(LOCK, lease -> {
+                    lease.reportRejectedWrite(StaleFencingTokenException.of(LOCK, "t", lease.token(), lease.token() + 1, null));
+                    return Flux.never();
+                }))
+                .verifyErrorSatisfies(e -> assertThat(((LeaseLostException) e).reason()).isEqualTo(LossReason.SUPERSEDED));
     }
 }

@@ -1,0 +1,233 @@
+package dev.fenced.r2dbc;
+
+import dev.fenced.lock.FencedLease;
+import dev.fenced.lock.LeaseNotHeldException;
+import io.r2dbc.spi.Connection;
+import io.r2dbc.spi.ConnectionFactory;
+import io.r2dbc.spi.Result;
+import io.r2dbc.spi.Statement;
+import java.io.IOException;
+import java.io.InputStream;
+import java.io.UncheckedIOException;
+import java.nio.charset.StandardCharsets;
+import java.util.Objects;
+import java.util.function.Function;
+import org.jspecify.annotations.Nullable;
+import org.reactivestreams.Publisher;
+import reactor.core.publisher.Flux;
+import reactor.core.publisher.Mono;
+import reactor.core.scheduler.Schedulers;
+
+/**
+ * A fence table: one row per resource holding the newest token storage has accepted for it. For tables
+ * that cannot carry token columns, or a lock that guards several rows or tables.
+ *
+ * <p>{@link #advance} moves a resource's fence to the lease's token as the first statement of the caller's
+ * transaction, or fails with {@link dev.fenced.lock.StaleFencingTokenException}; the row stays locked until
+ * the transaction ends, so a stale holder cannot commit in between. {@link #inTransaction} does the whole
+ * thing on plain R2DBC: begin, advance, run the caller's statements, commit; on any error (a stale token
+ * included) it rolls back, so nothing is committed.
+ *
+ * <pre>{@code
+ * FenceTable fence = FenceTable.named("fenced_fence");
+ * fence.create(connectionFactory).block();                     // once, or run fence-table.sql yourself
+ *
+ * locks.withLease("ledger:7", lease -> fence.inTransaction(connectionFactory, lease, connection ->
+ *         connection.createStatement("UPDATE ledger SET total = total + 10 WHERE id = 7").execute()));
+ * }</pre>
+ *
+ * <p>The DDL ships as the resource {@code dev/fenced/r2dbc/fence-table.sql} (table {@code fenced_fence}). Every
+ * method is cold. Immutable and thread-safe.
+ */
+public final class FenceTable {
+
+    /** The default table name. */
+    public static final String DEFAULT_NAME = "fenced_fence";
+
+    private static final String DDL_RESOURCE = "fence-table.sql";
+
+    private final String name;
+    private final String quoted;
+    private final FencingRule rule;
+
+    private FenceTable(String name, String quoted, FencingRule rule) {
+        this.name = name;
+        this.quoted = quoted;
+        this.rule = rule;
+    }
+
+    /**
+     * The fence table {@value #DEFAULT_NAME}.
+     *
+     * @return the table
+     */
+    public static FenceTable defaultTable() {
+        return named(DEFAULT_NAME);
+    }
+
+    /**
+     * A fence table with the given name and the rule {@link FencingRule#SAME_LEASE_OR_NEWER}.
+     *
+     * @param table the table name, optionally schema-qualified
+     * @return the table
+     */
+    public static FenceTable named(String table) {
+        return new FenceTable(table, Identifiers.table(table, "fence table name"), FencingRule.SAME_LEASE_OR_NEWER);
+    }
+
+    /**
+     * The same table with another rule.
+     *
+     * @param rule the rule
+     * @return a new instance
+     */
+    public FenceTable rule(FencingRule rule) {
+        return new FenceTable(name, quoted, Objects.requireNonNull(rule, "rule must not be null"));
+    }
+
+    /**
+     * The DDL of this table, from the shipped resource.
+     *
+     * @return the {@code CREATE TABLE IF NOT EXISTS} statement
+     */
+    public String ddl() {
+        try (InputStream in = FenceTable.class.getResourceAsStream(DDL_RESOURCE)) {
+            if (in == null) {
+                throw new IllegalStateException("Missing resource " + DDL_RESOURCE);
+            }
+            String sql = new String(in.readAllBytes(), StandardCharsets.UTF_8);
+            return sql.replace("CREATE TABLE IF NOT EXISTS " + DEFAULT_NAME, "CREATE TABLE IF NOT EXISTS " + quoted);
+        } catch (IOException e) {
+            throw new UncheckedIOException(e);
+        }
+    }
+
+    /**
+     * Creates the table if it does not exist.
+     *
+     * @param connectionFactory the connection factory
+     * @return completion
+     */
+    public Mono<Void> create(ConnectionFactory connectionFactory) {
+        Objects.requireNonNull(connectionFactory, "connectionFactory must not be null");
+        // Reading the resource is blocking I/O: keep it off the caller's (possibly event-loop) thread.
+        return Mono.fromCallable(this::ddl)
+                .subscribeOn(Schedulers.boundedElastic())
+                .flatMap(ddl -> Mono.usingWhen(connectionFactory.create(),
+                        c -> Flux.from(c.createStatement(ddl).execute()).flatMap(Result::getRowsUpdated).then(),
+                        Connection::close));
+    }
+
+    /**
+     * Moves the fence of the lease's lock name to the lease's token, on {@code connection}: call it first in
+     * the transaction whose writes it protects.
+     *
+     * @param connection the connection, in a transaction
+     * @param lease the lease
+     * @return completion; {@link dev.fenced.lock.StaleFencingTokenException} when the fence holds a newer token
+     */
+    public Mono<Void> advance(Connection connection, FencedLease lease) {
+        return advance(connection, lease, lease.name());
+    }
+
+    /**
+     * Moves the fence of {@code resource} to the lease's token, on {@code connection}.
+     *
+     * @param connection the connection, in a transaction
+     * @param lease the lease
+     * @param resource the fenced resource (the lock name by default)
+     * @return completion; {@link dev.fenced.lock.StaleFencingTokenException} when the fence holds a newer token
+     */
+    public Mono<Void> advance(Connection connection, FencedLease lease, String resource) {
+        return Mono.defer(() -> {
+            Objects.requireNonNull(connection, "connection must not be null");
+            Objects.requireNonNull(resource, "resource must not be null");
+            LeaseNotHeldException notHeld = Leases.notHeld(lease);
+            if (notHeld != null) {
+                return Mono.error(notHeld);
+            }
+            String table = quoted;
+            Statement statement = connection.createStatement("INSERT INTO " + table
+                            + " (resource, last_token, last_owner) VALUES ($1, $2, $3) ON CONFLICT (resource) DO UPDATE"
+                            + " SET last_token = EXCLUDED.last_token, last_owner = EXCLUDED.last_owner, updated_at = now()"
+                            + " WHERE " + rule.condition(table + ".last_token", table + ".last_owner",
+                                    "EXCLUDED.last_token", "EXCLUDED.last_owner"))
+                    .bind(0, resource)
+                    .bind(1, lease.token())
+                    .bind(2, lease.ownerId());
+            return Flux.from(statement.execute())
+                    .flatMap(Result::getRowsUpdated)
+                    .reduce(0L, Long::sum)
+                    .onErrorMap(e -> SqlErrors.classify(e, "fence table " + table + " (create it with FenceTable.create)"))
+                    .flatMap(rows -> rows > 0 ? Mono.<Void>empty() : rejected(connection, lease, resource));
+        });
+    }
+
+    private Mono<Void> rejected(Connection connection, FencedLease lease, String resource) {
+        Statement select = connection.createStatement("SELECT last_token, last_owner FROM " + quoted + " WHERE resource = $1")
+                .bind(0, resource);
+        String target = "fence " + name + " (resource = " + resource + ")";
+        return Flux.from(select.execute())
+                .flatMap(result -> result.map((row, meta) -> new Stored(row.get(0, Long.class), row.get(1, String.class))))
+                .next()
+                .flatMap(stored -> Mono.<Void>error(Leases.rejected(lease, target,
+                        stored.token() == null ? 0 : stored.token(), stored.owner())))
+                .switchIfEmpty(Mono.error(() -> new IllegalStateException("The fence row of " + resource
+                        + " vanished while it was being advanced")));
+    }
+
+    /**
+     * Runs {@code work} in a transaction on a connection of {@code connectionFactory}, after advancing the
+     * fence of the lease's lock name: commits when the work completes; rolls back on any error (a stale token
+     * included, before the work runs) and on cancellation.
+     *
+     * @param connectionFactory the connection factory
+     * @param lease the lease
+     * @param work the caller's statements, given the connection
+     * @param <T> the type of the work's results
+     * @return the work's results
+     */
+    public <T> Flux<T> inTransaction(ConnectionFactory connectionFactory, FencedLease lease,
+            Function<? super Connection, ? extends Publisher<T>> work) {
+        Objects.requireNonNull(connectionFactory, "connectionFactory must not be null");
+        Objects.requireNonNull(work, "work must not be null");
+        return Flux.usingWhen(connectionFactory.create(),
+                connection -> Flux.usingWhen(Mono.from(connection.beginTransaction()).thenReturn(connection),
+                        c -> advance(c, lease).thenMany(Flux.defer(() -> work.apply(c))),
+                        Connection::commitTransaction,
+                        (c, error) -> c.rollbackTransaction(),
+                        Connection::rollbackTransaction),
+                Connection::close);
+    }
+
+    /**
+     * As {@link #inTransaction(ConnectionFactory, FencedLease, Function)}, with the lease of the innermost
+     * enclosing {@code withLease} scope, found in the Reactor Context.
+     *
+     * @param connectionFactory the connection factory
+     * @param work the caller's statements
+     * @param <T> the type of the work's results
+     * @return the work's results; fails with {@link IllegalStateException} outside a lease scope
+     */
+    public <T> Flux<T> inTransaction(ConnectionFactory connectionFactory,
+            Function<? super Connection, ? extends Publisher<T>> work) {
+        return Leases.fromContext().flatMapMany(lease -> inTransaction(connectionFactory, lease, work));
+    }
+
+    /**
+     * The table name.
+     *
+     * @return the name as given
+     */
+    public String name() {
+        return name;
+    }
+
+    @Override
+    public String toString() {
+        return "FenceTable{" + name + ", rule=" + rule + "}";
+    }
+
+    private record Stored(@Nullable Long token, @Nullable String owner) {
+    }
+}

@@ -1,0 +1,8 @@
+-- The fence table of Fenced's r2dbc-fencing: one row per fenced resource, holding the newest fencing
+-- token (and its owner) that storage has accepted for it. Rows are only ever moved forward.
+CREATE TABLE IF NOT EXISTS fenced_fence (
+    resource   text        PRIMARY KEY,
+    last_token bigint      NOT NULL,
+    last_owner text        NOT NULL,
+    updated_at timestamptz NOT NULL DEFAULT now()
+)

@@ -1,0 +1,58 @@
+package dev.fenced.r2dbc;
+
+import dev.fenced.testservices.PostgresServer;
+import io.r2dbc.spi.Connection;
+import io.r2dbc.spi.ConnectionFactories;
+import io.r2dbc.spi.ConnectionFactory;
+import io.r2dbc.spi.Result;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.UUID;
+import reactor.core.publisher.Flux;
+import reactor.core.publisher.Mono;
+
+/** A pooled connection factory on the test server, and blocking helpers for test set-up and checks. */
+final class Postgres implements AutoCloseable {
+
+    final ConnectionFactory connections;
+    private final io.r2dbc.pool.ConnectionPool pool;
+
+    Postgres(PostgresServer server) {
+        ConnectionFactory raw = ConnectionFactories.get(server.r2dbcUrl());
+        this.pool = new io.r2dbc.pool.ConnectionPool(io.r2dbc.pool.ConnectionPoolConfiguration.builder(raw)
+                .maxSize(16).build());
+        this.connections = pool;
+    }
+
+    static String uniqueName(String prefix) {
+        return prefix + "_" + UUID.randomUUID().toString().replace("-", "").substring(0, 12);
+    }
+
+    /** Runs statements (DDL, set-up) and returns the rows updated by the last one. */
+    long execute(String... sql) {
+        return Mono.usingWhen(connections.create(), c -> Flux.fromArray(sql)
+                        .concatMap(s -> Flux.from(c.createStatement(s).execute()).flatMap(Result::getRowsUpdated).reduce(0L, Long::sum))
+                        .last(0L),
+                Connection::close).block(Duration.ofSeconds(30));
+    }
+
+    /** The rows of a query, each as a list of its column values. */
+    List<List<Object>> query(String sql) {
+        return Mono.usingWhen(connections.create(), c -> Flux.from(c.createStatement(sql).execute())
+                        .flatMap(result -> result.map((row, meta) -> {
+                            List<Object> values = new ArrayList<>();
+                            for (int i = 0; i < meta.getColumnMetadatas().size(); i++) {
+                                values.add(row.get(i));
+                            }
+                            return values;
+                        }))
+                        .collectList(),
+                Connection::close).block(Duration.ofSeconds(30));
+    }
+
+    @Override
+    public void close() {
+        pool.disposeLater().block(Duration.ofSeconds(10));
+    }
+}

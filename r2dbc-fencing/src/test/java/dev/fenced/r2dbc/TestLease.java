@@ -1,0 +1,78 @@
+package dev.fenced.r2dbc;
+
+import dev.fenced.lock.FencedLease;
+import dev.fenced.lock.LeaseLostException;
+import dev.fenced.lock.LossReason;
+import dev.fenced.lock.ReleaseOutcome;
+import dev.fenced.lock.StaleFencingTokenException;
+import java.time.Duration;
+import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.concurrent.atomic.AtomicLong;
+import reactor.core.publisher.Mono;
+
+/**
+ * A lease with a chosen token and owner, for storage tests that need tokens no single lock could hand
+ * out at once (concurrent writers, a token re-issued to another owner, a holder that paused after its
+ * last check). Records what storage reports to it.
+ */
+final class TestLease implements FencedLease {
+
+    private final String name;
+    private final long token;
+    private final String owner;
+    final AtomicBoolean held = new AtomicBoolean(true);
+    final AtomicLong reportedNewerToken = new AtomicLong(-1);
+
+    TestLease(String name, long token, String owner) {
+        this.name = name;
+        this.token = token;
+        this.owner = owner;
+    }
+
+    @Override
+    public String name() {
+        return name;
+    }
+
+    @Override
+    public long token() {
+        return token;
+    }
+
+    @Override
+    public String ownerId() {
+        return owner;
+    }
+
+    @Override
+    public Duration leaseTime() {
+        return Duration.ofSeconds(30);
+    }
+
+    @Override
+    public Duration remainingValidity() {
+        return held.get() ? Duration.ofSeconds(30) : Duration.ZERO;
+    }
+
+    @Override
+    public boolean isHeld() {
+        return held.get();
+    }
+
+    @Override
+    public Mono<LeaseLostException> lost() {
+        return held.get() ? Mono.never() : Mono.just(LeaseLostException.of(name, token, LossReason.EXPIRED));
+    }
+
+    @Override
+    public Mono<ReleaseOutcome> release() {
+        held.set(false);
+        return Mono.just(ReleaseOutcome.RELEASED);
+    }
+
+    @Override
+    public void reportRejectedWrite(StaleFencingTokenException rejection) {
+        reportedNewerToken.set(rejection.storedToken());
+        held.set(false);
+    }
+}
