@@ -36,6 +36,7 @@ final class HeldLease implements FencedLease {
     private final AtomicReference<Sinks.@Nullable One<ReleaseOutcome>> release = new AtomicReference<>();
     private volatile long deadline;
     private volatile @Nullable LeaseLostException loss;
+    private volatile boolean frozen;
 
     // Confined to the renewer's worker.
     boolean renewing;
@@ -190,6 +191,15 @@ final class HeldLease implements FencedLease {
             return Mono.empty();
         }
         return client.store().release(name, owner, token).onErrorResume(e -> Mono.just(false)).then();
+    }
+
+    /** Stops renewing this lease, as a holder frozen by a long pause would (for the test kit). */
+    void freeze() {
+        frozen = true;
+    }
+
+    boolean isFrozen() {
+        return frozen;
     }
 
     boolean isActive() {

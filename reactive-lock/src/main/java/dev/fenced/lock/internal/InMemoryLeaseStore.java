@@ -32,6 +32,8 @@ public final class InMemoryLeaseStore implements LeaseStore {
     private final Map<String, Held> locks = new HashMap<>();
     private final Map<String, Long> counters = new HashMap<>();
     private final Map<String, Channel> channels = new HashMap<>();
+    private final Map<String, List<Long>> issued = new HashMap<>();
+    private final java.util.Deque<Mono<AcquireReply>> nextAcquireReplies = new java.util.ArrayDeque<>();
     private volatile boolean unavailable;
     private volatile Duration replyDelay = Duration.ZERO;
 
@@ -46,6 +48,13 @@ public final class InMemoryLeaseStore implements LeaseStore {
 
     @Override
     public Mono<AcquireReply> acquire(String name, String owner, long leaseMillis, long floor) {
+        Mono<AcquireReply> scripted;
+        synchronized (this) {
+            scripted = nextAcquireReplies.poll();
+        }
+        if (scripted != null) {
+            return scripted;
+        }
         return command(name, "acquire", () -> {
             synchronized (this) {
                 Held current = live(name);
@@ -58,6 +67,7 @@ public final class InMemoryLeaseStore implements LeaseStore {
                 }
                 long token = Math.max(counters.getOrDefault(name, 0L), floor) + 1;
                 counters.put(name, token);
+                issued.computeIfAbsent(name, n -> new ArrayList<>()).add(token);
                 locks.put(name, new Held(owner, token, expiry(leaseMillis)));
                 return AcquireReply.acquired(token);
             }
@@ -153,6 +163,30 @@ public final class InMemoryLeaseStore implements LeaseStore {
      */
     public synchronized long lastToken(String name) {
         return counters.getOrDefault(name, 0L);
+    }
+
+    /**
+     * Makes the next acquire (of any lock) fail with {@code error}, without taking effect.
+     *
+     * @param error the error
+     */
+    public synchronized void failNextAcquire(Throwable error) {
+        nextAcquireReplies.add(Mono.error(error));
+    }
+
+    /** Makes the next acquire (of any lock) never answer, as a command lost on the way. */
+    public synchronized void hangNextAcquire() {
+        nextAcquireReplies.add(Mono.never());
+    }
+
+    /**
+     * Every token issued for the lock, in order.
+     *
+     * @param name the lock name
+     * @return the tokens
+     */
+    public synchronized List<Long> issuedTokens(String name) {
+        return List.copyOf(issued.getOrDefault(name, List.of()));
     }
 
     /**

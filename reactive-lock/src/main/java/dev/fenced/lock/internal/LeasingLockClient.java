@@ -278,9 +278,50 @@ public final class LeasingLockClient implements FencedLockClient {
         return renewer;
     }
 
-    /** The leases this client holds now (for tests and diagnostics). */
-    List<HeldLease> heldLeases() {
-        return renewer.held();
+    /**
+     * The leases this client holds now, for the test kit and diagnostics.
+     *
+     * @return the held leases
+     */
+    public List<FencedLease> heldLeases() {
+        return List.copyOf(renewer.held());
+    }
+
+    /**
+     * Loses the lease this client holds on {@code name}, as if {@code reason} had happened (for the test
+     * kit). Its loss is signalled on the calling thread.
+     *
+     * @param name the lock name
+     * @param reason the reason to report
+     * @return whether a held lease was found and lost
+     */
+    public boolean forceLoss(String name, LossReason reason) {
+        HeldLease lease = heldLease(name);
+        return lease != null && lease.markLost(reason);
+    }
+
+    /**
+     * Stops renewing the lease this client holds on {@code name}, as a long pause would (for the test kit):
+     * the lease is lost when its deadline passes, and its key expires in the store.
+     *
+     * @param name the lock name
+     * @return whether a held lease was found
+     */
+    public boolean freeze(String name) {
+        HeldLease lease = heldLease(name);
+        if (lease != null) {
+            lease.freeze();
+        }
+        return lease != null;
+    }
+
+    private @Nullable HeldLease heldLease(String name) {
+        for (HeldLease lease : renewer.held()) {
+            if (lease.name().equals(name) && lease.isActive()) {
+                return lease;
+            }
+        }
+        return null;
     }
 
     private static final int PENDING = 0;

@@ -73,7 +73,7 @@ final class Renewer {
                 leases.remove(lease);
             } else if (now - lease.deadline() >= 0) {
                 lease.markLost(LossReason.EXPIRED);
-            } else if (!lease.renewing) {
+            } else if (!lease.renewing && !lease.isFrozen()) {
                 long window = lease.retrying ? 0 : lease.renewEveryNanos() / 4;
                 if (now - (lease.renewAt - window) >= 0) {
                     due.add(lease);
@@ -154,7 +154,7 @@ final class Renewer {
             if (!lease.isActive()) {
                 continue;
             }
-            long at = lease.renewing ? lease.deadline() : Math.min(lease.deadline(), lease.renewAt);
+            long at = lease.renewing || lease.isFrozen() ? lease.deadline() : Math.min(lease.deadline(), lease.renewAt);
             next = any ? Math.min(next, at) : at;
             any = true;
         }
