@@ -26,8 +26,8 @@ final class Leases {
     }
 
     /**
-     * The error for a rejected write; tells the lease when storage holds a newer token from another holder
-     * (inside {@code withLease}, the lease's loss then wins: the work fails with {@code LeaseLostException}
+     * The error for a rejected write, which the lease is told of; when storage holds a newer token from
+     * another holder the lease is lost (inside {@code withLease}, the lease's loss then wins: the work fails with {@code LeaseLostException}
      * whose cause is this rejection).
      *
      * @param lease the lease that wrote
@@ -39,11 +39,7 @@ final class Leases {
     static StaleFencingTokenException rejected(FencedLease lease, String target, long storedToken, @Nullable String storedOwner) {
         StaleFencingTokenException rejection = StaleFencingTokenException.of(lease.name(), target, lease.token(),
                 storedToken, storedOwner);
-        boolean newerHolder = storedToken > lease.token()
-                || (storedToken == lease.token() && !lease.ownerId().equals(storedOwner));
-        if (newerHolder) {
-            lease.reportRejectedWrite(rejection);
-        }
+        lease.reportRejectedWrite(rejection);
         return rejection;
     }
 }

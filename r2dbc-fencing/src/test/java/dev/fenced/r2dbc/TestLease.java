@@ -72,7 +72,10 @@ final class TestLease implements FencedLease {
 
     @Override
     public void reportRejectedWrite(StaleFencingTokenException rejection) {
-        reportedNewerToken.set(rejection.storedToken());
-        held.set(false);
+        // As the real lease: only a newer holder ends it.
+        if (rejection.storedToken() > token || (rejection.storedToken() == token && !owner.equals(rejection.storedOwner()))) {
+            reportedNewerToken.set(rejection.storedToken());
+            held.set(false);
+        }
     }
 }

@@ -88,12 +88,13 @@ public interface FencedLease {
     Mono<ReleaseOutcome> release();
 
     /**
-     * Tells the lease that storage rejected one of its writes because it holds a newer token for the lock
-     * (or the same token from another owner): another holder has written since. The client's next acquire of
+     * Tells the lease that storage rejected one of its writes. If storage holds a newer token for the lock
+     * (or the same token from another owner), another holder has written since: the client's next acquire of
      * this name takes a token above the stored one (which restores progress when the lock service lost its
      * token counter), and the lease is lost at once, on the calling thread ({@link LossReason#SUPERSEDED}, with
      * {@code rejection} as the cause), so {@code withLease} cancels its work and fails with that
-     * {@link LeaseLostException}. Fenced storage integrations call this on a rejected write.
+     * {@link LeaseLostException}. A rejection of a second write of the same lease under a strict rule changes
+     * nothing. Fenced storage integrations call this on every rejected write.
      *
      * @param rejection the storage's rejection
      */

@@ -147,6 +147,7 @@ public interface FencedLockClient extends AutoCloseable {
         private Duration maxWait = Duration.ofSeconds(30);
         private @Nullable Duration commandTimeout;
         private @Nullable Scheduler scheduler;
+        private LockObserver observer = LockObserver.NONE;
 
         Builder() {
         }
@@ -271,6 +272,19 @@ public interface FencedLockClient extends AutoCloseable {
         }
 
         /**
+         * Where the client reports acquires, renewals, losses and rejected writes, for metrics and tracing.
+         * Default {@link LockObserver#NONE}. For Micrometer:
+         * {@code observer(MicrometerLockObserver.builder(meterRegistry).build())}.
+         *
+         * @param observer the observer
+         * @return this builder
+         */
+        public Builder observer(LockObserver observer) {
+            this.observer = Objects.requireNonNull(observer, "observer must not be null");
+            return this;
+        }
+
+        /**
          * Builds the client. No connection is made until the first command needs one.
          *
          * @return a new client
@@ -282,7 +296,8 @@ public interface FencedLockClient extends AutoCloseable {
             if (uri == null) {
                 throw new IllegalStateException("A Redis address is required: call redisUri(...) or redisClient(...)");
             }
-            ClientSettings settings = ClientSettings.of(keyPrefix, leaseTime, renewalPeriod, maxWait, commandTimeout, scheduler);
+            ClientSettings settings = ClientSettings.of(keyPrefix, leaseTime, renewalPeriod, maxWait, commandTimeout, scheduler)
+                    .withObserver(observer);
             RedisLeaseStore store = redisClient != null
                     ? RedisLeaseStore.shared(redisClient, uri, settings)
                     : RedisLeaseStore.owned(uri, settings);

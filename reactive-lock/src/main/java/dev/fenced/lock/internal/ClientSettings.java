@@ -1,5 +1,6 @@
 package dev.fenced.lock.internal;
 
+import dev.fenced.lock.LockObserver;
 import java.time.Duration;
 import java.util.Objects;
 import org.jspecify.annotations.Nullable;
@@ -16,6 +17,7 @@ import reactor.core.scheduler.Schedulers;
  * @param commandTimeout timeout of one Redis command
  * @param scheduler renewal scheduler and monotonic clock
  * @param ownsScheduler whether the client disposes the scheduler on close
+ * @param observer receives metrics and tracing events
  */
 public record ClientSettings(
         String keyPrefix,
@@ -24,7 +26,8 @@ public record ClientSettings(
         Duration maxWait,
         Duration commandTimeout,
         Scheduler scheduler,
-        boolean ownsScheduler) {
+        boolean ownsScheduler,
+        LockObserver observer) {
 
     private static final Duration MAX_DEFAULT_COMMAND_TIMEOUT = Duration.ofSeconds(5);
 
@@ -32,6 +35,7 @@ public record ClientSettings(
     public ClientSettings {
         Objects.requireNonNull(keyPrefix, "keyPrefix");
         Objects.requireNonNull(scheduler, "scheduler");
+        Objects.requireNonNull(observer, "observer");
         if (renewalPeriod.compareTo(leaseTime) >= 0) {
             throw new IllegalStateException("renewalPeriod (" + renewalPeriod + ") must be shorter than leaseTime (" + leaseTime + ")");
         }
@@ -60,13 +64,24 @@ public record ClientSettings(
         boolean owns = scheduler == null;
         Scheduler s = scheduler != null ? scheduler : Schedulers.newSingle("fenced-renewal", true);
         try {
-            return new ClientSettings(keyPrefix, leaseTime, renewal, maxWait, timeout, s, owns);
+            return new ClientSettings(keyPrefix, leaseTime, renewal, maxWait, timeout, s, owns, LockObserver.NONE);
         } catch (RuntimeException e) {
             if (owns) {
                 s.dispose();
             }
             throw e;
         }
+    }
+
+    /**
+     * The same settings with another observer.
+     *
+     * @param newObserver the observer
+     * @return new settings
+     */
+    public ClientSettings withObserver(LockObserver newObserver) {
+        return new ClientSettings(keyPrefix, leaseTime, renewalPeriod, maxWait, commandTimeout, scheduler, ownsScheduler,
+                newObserver);
     }
 
     /**

@@ -147,6 +147,12 @@ final class HeldLease implements FencedLease {
 
     @Override
     public void reportRejectedWrite(StaleFencingTokenException rejection) {
+        client.observer().writeRejected(name);
+        boolean newerHolder = rejection.storedToken() > token
+                || (rejection.storedToken() == token && !owner.equals(rejection.storedOwner()));
+        if (!newerHolder) {
+            return; // rejected by a strict rule for writing twice: nobody else holds the lock
+        }
         client.raiseFloor(name, rejection.storedToken());
         if (markLost(LossReason.SUPERSEDED, State.HELD, rejection)) {
             // Our key may still be in Redis (a lock service that lost data re-issued our token): free it now
@@ -180,6 +186,7 @@ final class HeldLease implements FencedLease {
                 : LeaseLostException.of(name, token, reason, cause);
         loss = e;
         client.renewer().forget(this);
+        client.observer().leaseLost(name, reason);
         log.debug("{}", e.getMessage());
         lost.tryEmitValue(e);
         return true;

@@ -6,6 +6,7 @@ import dev.fenced.lock.FencedLockClient;
 import dev.fenced.lock.LeaseLostException;
 import dev.fenced.lock.LockAcquireTimeoutException;
 import dev.fenced.lock.LockClientClosedException;
+import dev.fenced.lock.LockObserver;
 import dev.fenced.lock.LossReason;
 import java.time.Duration;
 import java.util.List;
@@ -55,6 +56,7 @@ public final class LeasingLockClient implements FencedLockClient {
         this.scheduler = settings.scheduler();
         this.renewer = new Renewer(this, scheduler);
         this.closeResult = Mono.defer(this::doClose).cache();
+        settings.observer().heldLeases(() -> renewer.held().size());
     }
 
     /**
@@ -107,8 +109,24 @@ public final class LeasingLockClient implements FencedLockClient {
                         .timeout(maxWait, Mono.error(() -> LockAcquireTimeoutException.of(name, maxWait)), scheduler);
             }
             Mono<FencedLease> onClose = closing.asMono().then(Mono.error(() -> LockClientClosedException.of(name)));
-            return Mono.firstWithSignal(acquire, onClose);
+            return observed(name, Mono.firstWithSignal(acquire, onClose));
         }).doOnDiscard(HeldLease.class, lease -> lease.releaseQuietly().subscribe());
+    }
+
+    private Mono<FencedLease> observed(String name, Mono<FencedLease> acquire) {
+        LockObserver observer = settings.observer();
+        if (observer == LockObserver.NONE) {
+            return acquire;
+        }
+        return Mono.defer(() -> {
+            LockObserver.AcquireObservation observation = observer.acquireStarted(name);
+            return acquire
+                    .doOnSuccess(lease -> observation.ended(lease != null
+                            ? LockObserver.AcquireOutcome.ACQUIRED : LockObserver.AcquireOutcome.BUSY, null))
+                    .doOnError(e -> observation.ended(e instanceof LockAcquireTimeoutException
+                            ? LockObserver.AcquireOutcome.TIMED_OUT : LockObserver.AcquireOutcome.FAILED, e))
+                    .doOnCancel(() -> observation.ended(LockObserver.AcquireOutcome.CANCELLED, null));
+        });
     }
 
     private static Mono<FencedLease> reuse(FencedLease enclosing) {
@@ -272,6 +290,10 @@ public final class LeasingLockClient implements FencedLockClient {
 
     LeaseStore store() {
         return store;
+    }
+
+    LockObserver observer() {
+        return settings.observer();
     }
 
     Renewer renewer() {

@@ -98,6 +98,7 @@ final class Renewer {
     }
 
     private void renewed(List<HeldLease> due, List<Boolean> held, long sentAt) {
+        int extended = 0;
         for (int i = 0; i < due.size(); i++) {
             HeldLease lease = due.get(i);
             lease.renewing = false;
@@ -110,6 +111,7 @@ final class Renewer {
                 continue;
             }
             if (stillHeld) {
+                extended++;
                 lease.retrying = false;
                 lease.extendTo(sentAt + lease.leaseNanos() - ClientSettings.driftNanos(lease.leaseNanos()));
                 lease.renewAt = sentAt + lease.renewEveryNanos();
@@ -117,10 +119,14 @@ final class Renewer {
                 lease.markLost(LossReason.NOT_HELD);
             }
         }
+        if (extended > 0) {
+            client.observer().leasesRenewed(extended);
+        }
         reschedule();
     }
 
     private void failed(List<HeldLease> due, Throwable error) {
+        client.observer().renewalFailed(due.size());
         long now = client.now();
         int firstFailures = 0;
         for (HeldLease lease : due) {
