@@ -122,7 +122,8 @@ public final class FenceTable {
      * Moves the fence of the lease's lock name to the lease's token, on {@code connection}: call it first in
      * the transaction whose writes it protects.
      *
-     * @param connection the connection, in a transaction
+     * @param connection the connection, in a transaction (an auto-commit connection is refused with
+     *     {@link IllegalStateException})
      * @param lease the lease
      * @return completion; {@link dev.fenced.lock.StaleFencingTokenException} when the fence holds a newer token
      */
@@ -145,6 +146,12 @@ public final class FenceTable {
             LeaseNotHeldException notHeld = Leases.notHeld(lease);
             if (notHeld != null) {
                 return Mono.error(notHeld);
+            }
+            if (connection.isAutoCommit()) {
+                // Committed on its own, the fence would protect nothing: the caller's writes could follow a
+                // newer holder's.
+                return Mono.error(new IllegalStateException("FenceTable.advance needs a transaction: the connection is in "
+                        + "auto-commit mode; begin a transaction first, or use inTransaction(...)"));
             }
             String table = quoted;
             Statement statement = connection.createStatement("INSERT INTO " + table

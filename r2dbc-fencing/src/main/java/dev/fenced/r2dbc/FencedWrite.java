@@ -78,8 +78,10 @@ public final class FencedWrite {
     }
 
     /**
-     * Adds a key column: the write targets the rows where every key column equals its value. An upsert
-     * uses the key columns as its conflict target (they need a unique index).
+     * Adds a key column: the write targets the row where every key column equals its value. The key columns
+     * should be the table's primary key or a unique key: the rule is checked row by row, so a key that matches
+     * several rows with different tokens could be updated in part. For a lock that guards several rows, use a
+     * {@link FenceTable}. An upsert uses the key columns as its conflict target (they need a unique index).
      *
      * @param column the column name
      * @param value its value, bound as a parameter

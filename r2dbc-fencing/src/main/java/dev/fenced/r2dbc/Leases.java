@@ -38,7 +38,7 @@ final class Leases {
      */
     static StaleFencingTokenException rejected(FencedLease lease, String target, long storedToken, @Nullable String storedOwner) {
         StaleFencingTokenException rejection = StaleFencingTokenException.of(lease.name(), target, lease.token(),
-                storedToken, storedOwner);
+                lease.ownerId(), storedToken, storedOwner);
         lease.reportRejectedWrite(rejection);
         return rejection;
     }

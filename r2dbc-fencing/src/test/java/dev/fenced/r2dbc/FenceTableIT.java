@@ -106,6 +106,15 @@ class FenceTableIT {
     }
 
     @Test
+    void advanceOnAnAutoCommitConnectionIsRefused() {
+        StepVerifier.create(Mono.usingWhen(db.connections.create(),
+                        c -> fence.advance(c, new TestLease("ledger", 5, "a")), Connection::close))
+                .verifyErrorSatisfies(e -> assertThat(e).isInstanceOf(IllegalStateException.class)
+                        .hasMessageStartingWith("FenceTable.advance needs a transaction"));
+        assertThat(db.query("SELECT count(*) FROM " + fence.name())).containsExactly(List.of(0L));
+    }
+
+    @Test
     void springTransactionalOperatorAndDatabaseClientCompose() {
         DatabaseClient client = DatabaseClient.create(db.connections);
         TransactionalOperator transactions = TransactionalOperator.create(new R2dbcTransactionManager(db.connections));

@@ -83,6 +83,8 @@ class FencedWriteIT {
                     StaleFencingTokenException stale = (StaleFencingTokenException) e;
                     assertThat(stale.presentedToken()).isEqualTo(7);
                     assertThat(stale.storedToken()).isEqualTo(7);
+                    assertThat(stale).hasMessageEndingWith("storage holds token 7 from this same lease (the strict rule "
+                            + "accepts one write per token)");
                 });
         assertThat(lease.reportedNewerToken).as("no newer holder: the lease stays").hasValue(-1);
         assertThat(lease.isHeld()).isTrue();

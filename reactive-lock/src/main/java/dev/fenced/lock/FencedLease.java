@@ -15,9 +15,10 @@ import reactor.core.publisher.Mono;
  * <p>While held, the lease is renewed in the background. When it is lost, {@link #lost()} emits a
  * {@link LeaseLostException}; loss is never silent.
  *
- * <p>Thread-safe. Signals of {@link #lost()} are delivered on the client's renewal scheduler (or on the
- * thread that called {@link #release()} or {@link #reportRejectedWrite}); keep work done there short and
- * non-blocking.
+ * <p>Thread-safe. {@link #lost()} signals on the thread that discovered the loss: the client's renewal
+ * scheduler (a failed or refused renewal), the driver's I/O thread (a release that found the lease gone),
+ * the thread that closed the client, or the thread that called {@link #reportRejectedWrite}. Keep work done
+ * there short and non-blocking.
  */
 public interface FencedLease {
 

@@ -58,7 +58,7 @@ public interface FencedLockClient extends AutoCloseable {
      * {@code withLease}), that lease is emitted again, same token; releasing it through this view is a
      * no-op reported as {@link ReleaseOutcome#RETAINED}.
      *
-     * @param name the lock name: not blank, at most 1024 characters, no control characters
+     * @param name the lock name: not blank, at most 1024 characters, no control characters or braces
      * @return the lease; errors: {@link LockAcquireTimeoutException}, {@link LockServiceException},
      *     {@link LockClientClosedException}, {@link IllegalArgumentException} for a bad name
      */
@@ -125,8 +125,9 @@ public interface FencedLockClient extends AutoCloseable {
 
     /**
      * Closes the client as {@link #closeLater()} does and waits, at most ten seconds, for it to finish.
-     * This method blocks the calling thread: call it on shutdown, never on an event-loop thread (where it
-     * throws {@link IllegalStateException}; use {@link #closeLater()} there).
+     * This method blocks the calling thread: call it on shutdown, never on an event-loop thread (on Reactor's
+     * non-blocking threads and Netty's, such as Lettuce's, it throws {@link IllegalStateException}; use
+     * {@link #closeLater()} there).
      */
     @Override
     void close();
@@ -248,7 +249,8 @@ public interface FencedLockClient extends AutoCloseable {
         /**
          * How long a Redis command may take before it fails with {@link LockServiceException}. Default: a
          * third of the lease time, at most 5 seconds, so that a renewal that hangs is retried before the
-         * lease runs out.
+         * lease runs out. Connecting (on first use, and after the connection was lost) may take the command
+         * timeout but at least 5 seconds.
          *
          * @param commandTimeout positive and shorter than the lease time (checked by {@link #build()})
          * @return this builder

@@ -7,8 +7,9 @@ import org.jspecify.annotations.Nullable;
  * command timeout, or answered with an error. The message says which operation failed; the cause is
  * the driver's exception. Immutable and thread-safe.
  *
- * <p>For an acquire this means the lease is not held; any attempt that may have reached the server is
- * undone by an owner-checked release once the server is reachable, or expires with its lease time.
+ * <p>For an acquire this means the lease is not held. An attempt that may have reached the server is undone
+ * by one owner-checked release sent at once; if that cannot get through either, the lock expires with its
+ * lease time.
  */
 public final class LockServiceException extends FencedLockException {
 

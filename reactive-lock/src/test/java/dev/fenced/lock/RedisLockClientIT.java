@@ -255,6 +255,22 @@ class RedisLockClientIT {
                 .leaseTime(Duration.ofSeconds(3)));
         StepVerifier.create(client.acquire("silent"))
                 .expectErrorSatisfies(e -> assertThat(e).isInstanceOf(LockServiceException.class)
+                        .hasMessage("Lock service failed to acquire for lock 'silent': cannot connect to Redis within 5000 ms"))
+                .verify(BOUND);
+        proxy.resume();
+    }
+
+    @Test
+    void silentRedisOnAnOpenConnectionFailsWithinTheCommandTimeout() {
+        TcpProxy proxy = TcpProxy.start(redis.host(), redis.port());
+        toClose.add(proxy);
+        FencedLockClient client = client(FencedLockClient.builder()
+                .redisUri("redis://" + proxy.host() + ":" + proxy.port())
+                .leaseTime(Duration.ofSeconds(3)));
+        client.acquire("warm").flatMap(FencedLease::release).block(BOUND);
+        proxy.blackhole();
+        StepVerifier.create(client.acquire("silent"))
+                .expectErrorSatisfies(e -> assertThat(e).isInstanceOf(LockServiceException.class)
                         .hasMessage("Lock service failed to acquire for lock 'silent': no reply within the command timeout of 1000 ms"))
                 .verify(BOUND);
         proxy.resume();

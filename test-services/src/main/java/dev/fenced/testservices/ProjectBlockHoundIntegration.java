@@ -2,6 +2,7 @@ package dev.fenced.testservices;
 
 import io.netty.util.concurrent.FastThreadLocalThread;
 import reactor.blockhound.BlockHound;
+import reactor.blockhound.BlockingOperationError;
 import reactor.blockhound.integration.BlockHoundIntegration;
 
 /**
@@ -12,7 +13,13 @@ import reactor.blockhound.integration.BlockHoundIntegration;
  *       schedulers, so the suites prove that nothing blocks where Lettuce delivers replies;</li>
  *   <li>the JDK reads {@code net.properties} once, in a class initializer, when the first socket of the JVM
  *       is created; whichever thread does that first (an event loop, in a test that only talks to servers
- *       named in the environment) is allowed to.</li>
+ *       named in the environment) is allowed to;</li>
+ *   <li>Lettuce 6.8 guards its command queue with a short in-memory lock ({@code SharedLock}); a thread that
+ *       sends a command while another does may park on it for the few instructions the holder needs. That is
+ *       contention on a field update, not I/O, and failing it inside Lettuce would leave the connection
+ *       unusable, so its two entry points are allowed;</li>
+ *   <li>every other blocking call prints its full stack before it fails, since libraries often catch the
+ *       error and log only its message.</li>
  * </ul>
  */
 public final class ProjectBlockHoundIntegration implements BlockHoundIntegration {
@@ -21,5 +28,11 @@ public final class ProjectBlockHoundIntegration implements BlockHoundIntegration
     public void applyTo(BlockHound.Builder builder) {
         builder.nonBlockingThreadPredicate(current -> current.or(thread -> thread instanceof FastThreadLocalThread));
         builder.allowBlockingCallsInside("sun.net.NetProperties", "loadDefaultProperties");
+        builder.allowBlockingCallsInside("io.lettuce.core.protocol.SharedLock", "incrementWriters");
+        builder.allowBlockingCallsInside("io.lettuce.core.protocol.SharedLock", "doExclusive");
+        builder.blockingMethodCallback(method -> {
+            new Exception("Blocking call " + method + " on thread " + Thread.currentThread().getName()).printStackTrace();
+            throw new BlockingOperationError(method);
+        });
     }
 }

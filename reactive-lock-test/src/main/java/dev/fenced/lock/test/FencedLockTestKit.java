@@ -42,8 +42,9 @@ public final class FencedLockTestKit implements AutoCloseable {
     private final LeasingLockClient client;
 
     private FencedLockTestKit(Scheduler clock, Duration leaseTime, @Nullable Duration renewalPeriod, Duration maxWait) {
-        this.store = new InMemoryLeaseStore(clock);
-        this.client = LeasingLockClient.create(store, ClientSettings.of("test:", leaseTime, renewalPeriod, maxWait, null, clock));
+        ClientSettings settings = ClientSettings.of("test:", leaseTime, renewalPeriod, maxWait, null, clock);
+        this.store = new InMemoryLeaseStore(clock, settings.commandTimeout());
+        this.client = LeasingLockClient.create(store, settings);
     }
 
     /**
@@ -122,8 +123,10 @@ public final class FencedLockTestKit implements AutoCloseable {
     }
 
     /**
-     * Makes the next acquire attempt never answer, as a command lost on the way: the acquire ends when its
-     * maximum wait runs out ({@link dev.fenced.lock.LockAcquireTimeoutException}) or its subscriber cancels.
+     * Makes the next acquire attempt never answer, as a silent Redis would: the attempt fails after the command
+     * timeout (a third of the lease time, at most 5 s) with {@link LockServiceException}, or earlier if the
+     * acquire's maximum wait is shorter ({@link dev.fenced.lock.LockAcquireTimeoutException}) or its subscriber
+     * cancels.
      */
     public void hangNextAcquire() {
         store.hangNextAcquire();

@@ -79,13 +79,23 @@ class FencedLockTestKitTest {
     }
 
     @Test
-    void nextAcquireCanHangUntilTheMaximumWait() {
+    void hungAcquireFailsAfterTheCommandTimeout() {
         kit.hangNextAcquire();
-        StepVerifier.create(kit.client().acquire("a", AcquireOptions.defaults().withMaxWait(Duration.ofSeconds(2))))
+        StepVerifier.create(kit.client().acquire("a"))
                 .expectSubscription()
-                .then(() -> clock.advanceTimeBy(Duration.ofSeconds(2)))
-                .verifyError(LockAcquireTimeoutException.class);
+                .then(() -> clock.advanceTimeBy(Duration.ofSeconds(1)))
+                .verifyErrorSatisfies(e -> assertThat(e).isInstanceOf(LockServiceException.class)
+                        .hasMessage("Lock service failed to acquire for lock 'a': no reply within the command timeout of 1000 ms"));
         assertThat(kit.holder("a")).isEmpty();
+    }
+
+    @Test
+    void hungAcquireEndsAtAShorterMaximumWait() {
+        kit.hangNextAcquire();
+        StepVerifier.create(kit.client().acquire("a", AcquireOptions.defaults().withMaxWait(Duration.ofMillis(500))))
+                .expectSubscription()
+                .then(() -> clock.advanceTimeBy(Duration.ofMillis(500)))
+                .verifyError(LockAcquireTimeoutException.class);
     }
 
     @Test

@@ -1,5 +1,8 @@
 package dev.fenced.lock.internal;
 
+import dev.fenced.lock.LockAcquireTimeoutException;
+import dev.fenced.lock.LockClientClosedException;
+import java.time.Duration;
 import java.util.concurrent.ThreadLocalRandom;
 import java.util.concurrent.TimeUnit;
 import org.jspecify.annotations.Nullable;
@@ -29,59 +32,97 @@ final class AcquireWaiter {
     private final LeasingLockClient client;
     private final String name;
     private final long leaseNanos;
+    private final Duration maxWait;
+    private final long startedAt;
     private final MonoSink<HeldLease> sink;
 
     private boolean watching;
+    private long lastHolderTtlMillis = -1;
     private boolean ready;
     private boolean inFlight;
     private boolean notified;
     private boolean done;
-    private @Nullable Disposable watch;
+    private @Nullable WaitQueue queue;
     private @Nullable Disposable attempt;
     private @Nullable Disposable timer;
+    private @Nullable Disposable deadline;
 
-    private AcquireWaiter(LeasingLockClient client, String name, long leaseNanos, MonoSink<HeldLease> sink) {
+    private AcquireWaiter(LeasingLockClient client, String name, long leaseNanos, Duration maxWait, MonoSink<HeldLease> sink) {
         this.client = client;
         this.name = name;
         this.leaseNanos = leaseNanos;
+        this.maxWait = maxWait;
+        this.startedAt = client.now();
         this.sink = sink;
     }
 
-    static Mono<HeldLease> waitFor(LeasingLockClient client, String name, long leaseNanos) {
-        return Mono.create(sink -> new AcquireWaiter(client, name, leaseNanos, sink).start());
+    /**
+     * Waits up to {@code maxWait} for the lock. The wait is enforced here, under the waiter's monitor, so a
+     * lease that arrives as the wait ends is either delivered or released, never dropped. The timer starts
+     * when the lock turns out to be held (so an uncontended acquire schedules nothing: its one attempt is
+     * bounded by the command timeout), or at once when the wait is no longer than the command timeout.
+     */
+    static Mono<HeldLease> waitFor(LeasingLockClient client, String name, long leaseNanos, Duration maxWait) {
+        return Mono.create(sink -> new AcquireWaiter(client, name, leaseNanos, maxWait, sink).start());
+    }
+
+    String name() {
+        return name;
     }
 
     private void start() {
         sink.onCancel(this::cancel);
+        if (!client.register(this)) {
+            fail(LockClientClosedException.of(name));
+            return;
+        }
+        boolean queueBehindOthers = client.hasWaiters(name);
+        if (queueBehindOthers || maxWait.compareTo(client.commandTimeout()) <= 0) {
+            // Either no attempt bounds the wait, or the command timeout cannot: time it from now.
+            synchronized (this) {
+                deadline = client.scheduler().schedule(this::onDeadline, maxWait.toNanos(), TimeUnit.NANOSECONDS);
+            }
+        }
+        if (queueBehindOthers) {
+            // Others of this client already wait for this lock: take a place in line rather than barge in
+            // ahead of them (each release wakes the oldest waiter).
+            synchronized (this) {
+                watching = true;
+            }
+            watch();
+            return;
+        }
         synchronized (this) {
             beginAttempt();
         }
         attempt();
     }
 
-    /** After the first busy reply: listen for releases; the first signal confirms listening. */
+    /** After the first busy reply: join the lock's wait queue, which confirms listening with onReady. */
     private void watch() {
-        Disposable w = client.store().releases(name).subscribe(count -> onNotification(), this::onWatchFailed);
+        WaitQueue joined;
+        do {
+            joined = client.waitQueue(name);
+        } while (!joined.join(this));
+        boolean leaveNow;
         synchronized (this) {
+            leaveNow = done;
             if (!done) {
-                watch = w;
-                return;
+                queue = joined;
             }
         }
-        w.dispose();
+        if (leaveNow) {
+            joined.leave(this, true);
+        }
     }
 
-    private void onNotification() {
+    /** Listening is confirmed: attempt again, so that a release before we listened is not missed. */
+    void onReady() {
         synchronized (this) {
-            if (done) {
+            if (done || ready) {
                 return;
             }
-            if (!ready) {
-                // Listening now: attempt again, so that a release before we listened is not missed.
-                ready = true;
-            } else {
-                notified = true;
-            }
+            ready = true;
             if (inFlight) {
                 return;
             }
@@ -90,7 +131,36 @@ final class AcquireWaiter {
         attempt();
     }
 
-    private void onWatchFailed(Throwable error) {
+    /** Listening is confirmed and waiters are ahead of this one: wait for a turn, or the timer. */
+    void onReadyBehindOthers() {
+        synchronized (this) {
+            if (done || ready) {
+                return;
+            }
+            ready = true;
+            if (!inFlight && timer == null) {
+                timer = client.scheduler().schedule(this::onTimer, delayAfterBusy(lastHolderTtlMillis), TimeUnit.MILLISECONDS);
+            }
+        }
+    }
+
+    /** A release was heard of and this waiter is first in line (or was passed the turn). */
+    void onNotification() {
+        synchronized (this) {
+            if (done) {
+                return;
+            }
+            ready = true;
+            if (inFlight) {
+                notified = true;
+                return;
+            }
+            beginAttempt();
+        }
+        attempt();
+    }
+
+    void onWatchFailed(Throwable error) {
         // Without notifications the timer alone bounds the wait.
         log.debug("Cannot watch releases of lock '{}', waiting on timers only: {}", name, error.toString());
         synchronized (this) {
@@ -145,18 +215,27 @@ final class AcquireWaiter {
         boolean again = false;
         boolean startWatching = false;
         boolean cancelled = false;
-        Disposable w = null;
+        WaitQueue w = null;
         synchronized (this) {
             inFlight = false;
+            lastHolderTtlMillis = result.holderTtlMillis();
             if (done) {
                 cancelled = true;
             } else if (lease != null) {
                 done = true;
-                w = watch;
+                w = queue;
+                Disposable d = deadline;
+                if (d != null) {
+                    d.dispose();
+                }
             } else if (!watching) {
                 // Busy for the first time: the next attempt follows the confirmation of listening.
                 watching = true;
                 startWatching = true;
+                if (deadline == null) {
+                    long left = maxWait.toNanos() - (client.now() - startedAt);
+                    deadline = client.scheduler().schedule(this::onDeadline, Math.max(0, left), TimeUnit.NANOSECONDS);
+                }
             } else if (notified) {
                 beginAttempt();
                 again = true;
@@ -172,8 +251,9 @@ final class AcquireWaiter {
                 lease.releaseQuietly().subscribe();
                 return;
             }
+            client.unregister(this);
             if (w != null) {
-                w.dispose();
+                w.leave(this, false);
             }
             sink.success(lease);
         } else if (startWatching) {
@@ -184,35 +264,57 @@ final class AcquireWaiter {
     }
 
     private void onError(Throwable error) {
-        Disposable w;
-        Disposable t;
-        synchronized (this) {
-            inFlight = false;
-            if (done) {
-                return;
-            }
-            done = true;
-            w = watch;
-            t = timer;
-        }
-        dispose(w, t, null);
-        sink.error(error);
+        fail(error);
     }
 
-    private void cancel() {
-        Disposable w;
+    private void onDeadline() {
+        fail(LockAcquireTimeoutException.of(name, maxWait));
+    }
+
+    /** Ends the wait with an error (the lock service failed, the wait ran out, the client closed). */
+    void fail(Throwable error) {
+        WaitQueue w;
         Disposable t;
+        Disposable d;
         Disposable a;
         synchronized (this) {
             if (done) {
                 return;
             }
             done = true;
-            w = watch;
+            w = queue;
             t = timer;
+            d = deadline;
+            a = inFlight ? attempt : null; // cancelling an attempt in flight undoes what it takes
+        }
+        dispose(t, d, a);
+        client.unregister(this);
+        if (w != null) {
+            w.leave(this, true);
+        }
+        sink.error(error);
+    }
+
+    private void cancel() {
+        WaitQueue w;
+        Disposable t;
+        Disposable d;
+        Disposable a;
+        synchronized (this) {
+            if (done) {
+                return;
+            }
+            done = true;
+            w = queue;
+            t = timer;
+            d = deadline;
             a = inFlight ? attempt : null;
         }
-        dispose(w, t, a);
+        dispose(t, d, a);
+        client.unregister(this);
+        if (w != null) {
+            w.leave(this, true);
+        }
     }
 
     private static void dispose(@Nullable Disposable... disposables) {
@@ -225,7 +327,8 @@ final class AcquireWaiter {
 
     private long delayAfterBusy(long holderTtlMillis) {
         // A little after the holder's lease would run out; jitter spreads the waiters that wake together.
-        long bound = holderTtlMillis > 0 ? holderTtlMillis : Math.max(1, TimeUnit.NANOSECONDS.toMillis(leaseNanos) / 3);
+        // PTTL: 0 or more is the holder's time left; -1 means the key has no expiry (not ours), so poll slowly.
+        long bound = holderTtlMillis >= 0 ? holderTtlMillis : Math.max(1, TimeUnit.NANOSECONDS.toMillis(leaseNanos) / 3);
         long jitter = ThreadLocalRandom.current().nextLong(1, Math.max(2, Math.min(bound / 10, 50) + 1));
         return bound + jitter;
     }

@@ -209,6 +209,10 @@ final class HeldLease implements FencedLease {
         return frozen;
     }
 
+    LeasingLockClient client() {
+        return client;
+    }
+
     boolean isActive() {
         return state.get() == State.HELD;
     }

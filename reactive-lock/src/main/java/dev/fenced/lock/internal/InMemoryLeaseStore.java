@@ -36,14 +36,27 @@ public final class InMemoryLeaseStore implements LeaseStore {
     private final java.util.Deque<Mono<AcquireReply>> nextAcquireReplies = new java.util.ArrayDeque<>();
     private volatile boolean unavailable;
     private volatile Duration replyDelay = Duration.ZERO;
+    private final @Nullable Duration commandTimeout;
 
     /**
-     * A store whose clock is {@code clock.now()}.
+     * A store whose clock is {@code clock.now()}, whose commands never time out.
      *
      * @param clock the scheduler that is the clock, and on which delayed replies are delivered
      */
     public InMemoryLeaseStore(Scheduler clock) {
+        this(clock, null);
+    }
+
+    /**
+     * A store whose clock is {@code clock.now()} and whose commands fail as the Redis store's do when no reply
+     * comes within {@code commandTimeout} (see {@link #hangNextAcquire()}).
+     *
+     * @param clock the scheduler that is the clock, and on which delayed replies are delivered
+     * @param commandTimeout how long a command may go unanswered, or {@code null} for ever
+     */
+    public InMemoryLeaseStore(Scheduler clock, @Nullable Duration commandTimeout) {
         this.clock = clock;
+        this.commandTimeout = commandTimeout;
     }
 
     @Override
@@ -53,7 +66,7 @@ public final class InMemoryLeaseStore implements LeaseStore {
             scripted = nextAcquireReplies.poll();
         }
         if (scripted != null) {
-            return scripted;
+            return withTimeout(scripted, name, "acquire");
         }
         return command(name, "acquire", () -> {
             synchronized (this) {
@@ -205,8 +218,17 @@ public final class InMemoryLeaseStore implements LeaseStore {
             }
             Mono<T> reply = Mono.fromCallable(body);
             Duration delay = replyDelay;
-            return delay.isZero() ? reply : reply.delayElement(delay, clock);
+            return withTimeout(delay.isZero() ? reply : reply.delayElement(delay, clock), name, operation);
         });
+    }
+
+    private <T> Mono<T> withTimeout(Mono<T> reply, String name, String operation) {
+        Duration timeout = commandTimeout;
+        if (timeout == null) {
+            return reply;
+        }
+        return reply.timeout(timeout, clock).onErrorMap(java.util.concurrent.TimeoutException.class,
+                e -> LockServiceException.of(name, operation, "no reply within the command timeout of " + timeout.toMillis() + " ms", e));
     }
 
     private @Nullable Held live(String name) {

@@ -77,6 +77,10 @@ public final class KeyLayout {
                 return "Lock name must not contain control characters, was '" + s.replaceAll("\\p{Cntrl}", "?") + "'";
             }
         }
+        if (s.indexOf('{') >= 0 || s.indexOf('}') >= 0) {
+            // The name becomes the cluster hash tag of the lock's keys; a brace would split them over slots.
+            return "Lock name must not contain braces, was '" + s + "'";
+        }
         return "";
     }
 

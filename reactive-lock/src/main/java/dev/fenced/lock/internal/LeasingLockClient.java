@@ -12,8 +12,9 @@ import java.time.Duration;
 import java.util.List;
 import java.util.Map;
 import java.util.Objects;
-import java.util.UUID;
+import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.ThreadLocalRandom;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicInteger;
@@ -24,7 +25,6 @@ import org.jspecify.annotations.Nullable;
 import org.reactivestreams.Publisher;
 import reactor.core.publisher.Flux;
 import reactor.core.publisher.Mono;
-import reactor.core.publisher.Sinks;
 import reactor.core.scheduler.Scheduler;
 import reactor.core.scheduler.Schedulers;
 import reactor.util.Logger;
@@ -43,11 +43,14 @@ public final class LeasingLockClient implements FencedLockClient {
     private final ClientSettings settings;
     private final Scheduler scheduler;
     private final Renewer renewer;
-    private final String clientId = UUID.randomUUID().toString().replace("-", "").substring(0, 16);
+    // 128 random bits, from ThreadLocalRandom: UUID.randomUUID would read SecureRandom, which may block.
+    private final String clientId = Long.toHexString(ThreadLocalRandom.current().nextLong())
+            + Long.toHexString(ThreadLocalRandom.current().nextLong());
     private final AtomicLong ownerSequence = new AtomicLong();
     private final Map<String, Long> floors = new ConcurrentHashMap<>();
+    private final Map<String, WaitQueue> waitQueues = new ConcurrentHashMap<>();
     private final AtomicBoolean closed = new AtomicBoolean();
-    private final Sinks.Empty<Void> closing = Sinks.empty();
+    private final Set<AcquireWaiter> waiters = ConcurrentHashMap.newKeySet();
     private final Mono<Void> closeResult;
 
     private LeasingLockClient(LeaseStore store, ClientSettings settings) {
@@ -91,25 +94,24 @@ public final class LeasingLockClient implements FencedLockClient {
         }
         Duration leaseTime = options.leaseTime() != null ? options.leaseTime() : settings.leaseTime();
         Duration maxWait = options.maxWait() != null ? options.maxWait() : settings.maxWait();
+        if (leaseTime.compareTo(settings.commandTimeout()) <= 0) {
+            return Mono.error(new IllegalArgumentException("leaseTime (" + leaseTime + ") must be longer than the command "
+                    + "timeout (" + settings.commandTimeout() + "): a lease that can run out before a reply arrives "
+                    + "cannot be renewed"));
+        }
         long leaseNanos = leaseTime.toNanos();
         return Mono.deferContextual(ctx -> {
             if (closed.get()) {
                 return Mono.error(LockClientClosedException.of(name));
             }
             FencedLease enclosing = LeaseContext.find(ctx, name);
-            if (enclosing != null) {
+            if (enclosing != null && ownedByThisClient(enclosing)) {
                 return reuse(enclosing);
             }
-            Mono<FencedLease> acquire;
-            if (maxWait.isZero()) {
-                acquire = attempt(name, leaseNanos).mapNotNull(AttemptResult::lease);
-            } else {
-                acquire = AcquireWaiter.waitFor(this, name, leaseNanos)
-                        .cast(FencedLease.class)
-                        .timeout(maxWait, Mono.error(() -> LockAcquireTimeoutException.of(name, maxWait)), scheduler);
-            }
-            Mono<FencedLease> onClose = closing.asMono().then(Mono.error(() -> LockClientClosedException.of(name)));
-            return observed(name, Mono.firstWithSignal(acquire, onClose));
+            Mono<FencedLease> acquire = maxWait.isZero()
+                    ? attempt(name, leaseNanos).mapNotNull(AttemptResult::lease)
+                    : AcquireWaiter.waitFor(this, name, leaseNanos, maxWait).cast(FencedLease.class);
+            return observed(name, acquire);
         }).doOnDiscard(HeldLease.class, lease -> lease.releaseQuietly().subscribe());
     }
 
@@ -127,6 +129,12 @@ public final class LeasingLockClient implements FencedLockClient {
                             ? LockObserver.AcquireOutcome.TIMED_OUT : LockObserver.AcquireOutcome.FAILED, e))
                     .doOnCancel(() -> observation.ended(LockObserver.AcquireOutcome.CANCELLED, null));
         });
+    }
+
+    /** A lease of another client (another prefix or Redis) on the same name is a different lock. */
+    private boolean ownedByThisClient(FencedLease lease) {
+        FencedLease root = lease instanceof NestedLease nested ? nested.outer() : lease;
+        return root instanceof HeldLease held && held.client() == this;
     }
 
     private static Mono<FencedLease> reuse(FencedLease enclosing) {
@@ -151,7 +159,8 @@ public final class LeasingLockClient implements FencedLockClient {
         }
         Mono<FencedLease> acquire = acquire(name, options);
         return Flux.deferContextual(ctx -> {
-            if (LeaseContext.find(ctx, name) != null) {
+            FencedLease enclosing = LeaseContext.find(ctx, name);
+            if (enclosing != null && ownedByThisClient(enclosing)) {
                 // Nested scope: the enclosing scope releases the lease.
                 return acquire.flatMapMany(lease -> guarded(lease, work));
             }
@@ -175,7 +184,8 @@ public final class LeasingLockClient implements FencedLockClient {
             // Loss is signalled as a value: takeUntilOther would not cancel the work on an error.
             return Flux.from(body)
                     .contextWrite(c -> LeaseContext.with(c, lease))
-                    .takeUntilOther(lease.lost().doOnNext(loss::set))
+                    // Only a loss stops the work: lost() also completes (empty) when the lease is released.
+                    .takeUntilOther(lease.lost().doOnNext(loss::set).switchIfEmpty(Mono.never()))
                     .concatWith(Mono.defer(() -> {
                         LeaseLostException e = loss.get();
                         return e == null ? Mono.empty() : Mono.error(e);
@@ -246,8 +256,16 @@ public final class LeasingLockClient implements FencedLockClient {
      * @param floor the token to exceed
      */
     public void raiseFloor(String name, long floor) {
+        if (floor > MAX_TOKEN) {
+            // Lua numbers are doubles: beyond 2^53 the script could not mint exact tokens.
+            log.warn("Ignoring token floor {} for lock '{}': tokens above 2^53 are not supported", floor, name);
+            return;
+        }
         floors.merge(name, floor, Math::max);
     }
+
+    /** The largest token the scripts handle exactly (Lua numbers are doubles). */
+    static final long MAX_TOKEN = 1L << 53;
 
     @Override
     public Mono<Void> closeLater() {
@@ -256,7 +274,7 @@ public final class LeasingLockClient implements FencedLockClient {
 
     @Override
     public void close() {
-        if (Schedulers.isInNonBlockingThread()) {
+        if (Schedulers.isInNonBlockingThread() || Thread.currentThread() instanceof io.netty.util.concurrent.FastThreadLocalThread) {
             throw new IllegalStateException("close() blocks; on a non-blocking thread (" + Thread.currentThread().getName()
                     + ") subscribe to closeLater() instead");
         }
@@ -265,7 +283,9 @@ public final class LeasingLockClient implements FencedLockClient {
 
     private Mono<Void> doClose() {
         closed.set(true);
-        closing.tryEmitEmpty();
+        for (AcquireWaiter waiter : List.copyOf(waiters)) {
+            waiter.fail(LockClientClosedException.of(waiter.name()));
+        }
         List<HeldLease> held = renewer.held();
         return Flux.fromIterable(held)
                 .flatMap(HeldLease::closeAndRelease)
@@ -284,6 +304,10 @@ public final class LeasingLockClient implements FencedLockClient {
         return scheduler.now(TimeUnit.NANOSECONDS);
     }
 
+    Duration commandTimeout() {
+        return settings.commandTimeout();
+    }
+
     Scheduler scheduler() {
         return scheduler;
     }
@@ -294,6 +318,29 @@ public final class LeasingLockClient implements FencedLockClient {
 
     LockObserver observer() {
         return settings.observer();
+    }
+
+    /** Registers a waiter so that close can end it; false once the client is closed. */
+    boolean register(AcquireWaiter waiter) {
+        waiters.add(waiter);
+        if (closed.get()) {
+            waiters.remove(waiter);
+            return false;
+        }
+        return true;
+    }
+
+    void unregister(AcquireWaiter waiter) {
+        waiters.remove(waiter);
+    }
+
+    boolean hasWaiters(String name) {
+        WaitQueue queue = waitQueues.get(name);
+        return queue != null && queue.hasWaiters();
+    }
+
+    WaitQueue waitQueue(String name) {
+        return waitQueues.computeIfAbsent(name, n -> new WaitQueue(store, n, waitQueues));
     }
 
     Renewer renewer() {

@@ -51,6 +51,7 @@ public final class RedisLeaseStore implements LeaseStore {
     private final boolean ownsClient;
     private final KeyLayout keys;
     private final Duration commandTimeout;
+    private final Duration connectTimeout;
     private final Scheduler scheduler;
     private final LazyConnection<StatefulRedisConnection<String, String>> commands;
     private final LazyConnection<StatefulRedisPubSubConnection<String, String>> pubSub;
@@ -65,6 +66,7 @@ public final class RedisLeaseStore implements LeaseStore {
         this.ownsClient = ownsClient;
         this.keys = new KeyLayout(settings.keyPrefix());
         this.commandTimeout = settings.commandTimeout();
+        this.connectTimeout = connectTimeout(settings);
         this.scheduler = settings.scheduler();
         this.commands = new LazyConnection<>(() -> client.connectAsync(StringCodec.UTF8, uri).toCompletableFuture()
                 .thenApply(this::checkServer));
@@ -82,15 +84,22 @@ public final class RedisLeaseStore implements LeaseStore {
      */
     public static RedisLeaseStore owned(RedisURI uri, ClientSettings settings) {
         RedisClient client = RedisClient.create(uri);
-        Duration connectTimeout = settings.commandTimeout().compareTo(SocketOptions.DEFAULT_CONNECT_TIMEOUT_DURATION) < 0
-                ? settings.commandTimeout() : SocketOptions.DEFAULT_CONNECT_TIMEOUT_DURATION;
         client.setOptions(ClientOptions.builder()
                 .autoReconnect(true)
                 .disconnectedBehavior(ClientOptions.DisconnectedBehavior.REJECT_COMMANDS)
                 .timeoutOptions(TimeoutOptions.enabled(settings.commandTimeout()))
-                .socketOptions(SocketOptions.builder().connectTimeout(connectTimeout).build())
+                .socketOptions(SocketOptions.builder().connectTimeout(connectTimeout(settings)).build())
                 .build());
         return new RedisLeaseStore(client, true, uri, settings);
+    }
+
+    /**
+     * How long connecting (on first use, or after the connection was lost) may take: the command timeout,
+     * but at least 5 seconds, since a connection handshake on a busy machine can take longer than a command.
+     */
+    static Duration connectTimeout(ClientSettings settings) {
+        Duration floor = Duration.ofSeconds(5);
+        return settings.commandTimeout().compareTo(floor) > 0 ? settings.commandTimeout() : floor;
     }
 
     /**
@@ -153,22 +162,22 @@ public final class RedisLeaseStore implements LeaseStore {
     public Mono<Boolean> release(String name, String owner, @Nullable Long token) {
         String[] scriptKeys = {keys.lockKey(name)};
         String[] args = {owner, token == null ? "" : token.toString(), keys.releaseChannel(name)};
-        return commands.get()
+        return connection(name, "release")
                 .flatMap(c -> {
                     failIfDisconnected(c, name, "release");
                     RedisReactiveCommands<String, String> r = c.reactive();
                     return r.<Long>evalsha(releaseScript.sha1(), ScriptOutputType.INTEGER, scriptKeys, args)
                             .onErrorResume(RedisNoScriptException.class,
                                     e -> r.eval(releaseScript.source(), ScriptOutputType.INTEGER, scriptKeys, args))
-                            .next();
+                            .next()
+                            .timeout(commandTimeout, scheduler);
                 })
-                .timeout(commandTimeout, scheduler)
                 .onErrorMap(e -> RedisErrors.classify(e, name, "release", commandTimeout))
                 .map(deleted -> deleted == 1L);
     }
 
     private Mono<List<Long>> evalList(LuaScript script, String[] scriptKeys, String[] args, String name, String operation) {
-        return commands.get()
+        return connection(name, operation)
                 .flatMap(c -> {
                     failIfDisconnected(c, name, operation);
                     RedisReactiveCommands<String, String> r = c.reactive();
@@ -177,10 +186,17 @@ public final class RedisLeaseStore implements LeaseStore {
                             .onErrorResume(RedisNoScriptException.class,
                                     e -> r.eval(script.source(), ScriptOutputType.MULTI, scriptKeys, args))
                             .next()
-                            .defaultIfEmpty(List.of());
+                            .defaultIfEmpty(List.of())
+                            .timeout(commandTimeout, scheduler);
                 })
-                .timeout(commandTimeout, scheduler)
                 .onErrorMap(e -> RedisErrors.classify(e, name, operation, commandTimeout));
+    }
+
+    private Mono<StatefulRedisConnection<String, String>> connection(String name, String operation) {
+        return commands.get()
+                .timeout(connectTimeout, scheduler)
+                .onErrorMap(java.util.concurrent.TimeoutException.class, e -> LockServiceException.of(name, operation,
+                        "cannot connect to Redis within " + connectTimeout.toMillis() + " ms", e));
     }
 
     private static void failIfDisconnected(StatefulRedisConnection<String, String> c, String name, String operation) {
@@ -193,7 +209,7 @@ public final class RedisLeaseStore implements LeaseStore {
     @Override
     public Flux<Long> releases(String name) {
         String channel = keys.releaseChannel(name);
-        return pubSub.get().timeout(commandTimeout, scheduler).flatMapMany(connection -> {
+        return pubSub.get().timeout(connectTimeout, scheduler).flatMapMany(connection -> {
             ChannelWatch watch;
             synchronized (watches) {
                 watch = watches.get(channel);

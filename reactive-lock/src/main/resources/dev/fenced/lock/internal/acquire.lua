@@ -22,5 +22,6 @@ if floor > 0 then
   end
 end
 local token = redis.call('INCR', KEYS[2])
-redis.call('SET', KEYS[1], ARGV[1] .. ':' .. token, 'PX', ARGV[2])
+-- %d, not Lua's default number format, which turns large tokens into '1e+14'.
+redis.call('SET', KEYS[1], ARGV[1] .. ':' .. string.format('%d', token), 'PX', ARGV[2])
 return {1, token}

@@ -401,7 +401,7 @@ class LeasingLockClientTest {
     @Test
     void badNamesAreRejectedBeforeAnyIo() {
         List<String> messages = new ArrayList<>();
-        for (String name : new String[] {null, "", "   ", "x".repeat(1025), "a\nb"}) {
+        for (String name : new String[] {null, "", "   ", "x".repeat(1025), "a\nb", "a{b}"}) {
             StepVerifier.create(client.acquire(name))
                     .verifyErrorSatisfies(e -> {
                         assertThat(e).isInstanceOf(IllegalArgumentException.class);
@@ -414,7 +414,8 @@ class LeasingLockClientTest {
                 "Lock name must not be blank",
                 "Lock name must not be blank",
                 "Lock name must be at most 1024 characters, was 1025",
-                "Lock name must not contain control characters, was 'a?b'");
+                "Lock name must not contain control characters, was 'a?b'",
+                "Lock name must not contain braces, was 'a{b}'");
         assertThat(store.calls()).isZero();
     }
 
@@ -470,13 +471,22 @@ class LeasingLockClientTest {
 
     @Test
     void perCallLeaseTimeIsRenewedAtTheSameRatio() {
-        FencedLease lease = client.acquire(LOCK, AcquireOptions.defaults().withLeaseTime(Duration.ofMillis(300)))
+        FencedLease lease = client.acquire(LOCK, AcquireOptions.defaults().withLeaseTime(Duration.ofMillis(1_500)))
                 .block(Duration.ofSeconds(1));
         assertThat(lease).isNotNull();
         elapse(5_000);
         assertThat(lease.isHeld()).isTrue();
-        assertThat(lease.leaseTime()).isEqualTo(Duration.ofMillis(300));
-        assertThat(store.renewBatches).hasSize(50);
+        assertThat(lease.leaseTime()).isEqualTo(Duration.ofMillis(1_500));
+        assertThat(store.renewBatches).hasSize(10);
+    }
+
+    @Test
+    void leaseTimeNoLongerThanTheCommandTimeoutIsRefused() {
+        StepVerifier.create(client.acquire(LOCK, AcquireOptions.defaults().withLeaseTime(Duration.ofSeconds(1))))
+                .verifyErrorSatisfies(e -> assertThat(e).isInstanceOf(IllegalArgumentException.class)
+                        .hasMessage("leaseTime (PT1S) must be longer than the command timeout (PT1S): a lease that can run "
+                                + "out before a reply arrives cannot be renewed"));
+        assertThat(store.calls()).isZero();
     }
 
     @Test
@@ -500,5 +510,63 @@ class LeasingLockClientTest {
                     return Flux.never();
                 }))
                 .verifyErrorSatisfies(e -> assertThat(((LeaseLostException) e).reason()).isEqualTo(LossReason.SUPERSEDED));
+    }
+
+    @Test
+    void aReleaseWakesOneWaiterAndWaitersAreServedInOrder() {
+        FencedLease holder = acquire(LOCK);
+        List<CompletableFuture<FencedLease>> waiters = new ArrayList<>();
+        for (int i = 0; i < 10; i++) {
+            waiters.add(client.acquire(LOCK).toFuture());
+        }
+        int attemptsBefore = store.acquires.get();
+
+        holder.release().block(Duration.ofSeconds(1));
+        assertThat(waiters.get(0)).isCompleted();
+        assertThat(waiters.subList(1, 10)).allMatch(f -> !f.isDone());
+        assertThat(store.acquires.get() - attemptsBefore).as("attempts for one release").isEqualTo(1);
+
+        for (int i = 0; i < 9; i++) {
+            waiters.get(i).join().release().block(Duration.ofSeconds(1));
+            assertThat(waiters.get(i + 1)).isCompleted();
+        }
+        assertThat(waiters.get(9).join().token()).isEqualTo(11);
+    }
+
+    @Test
+    void releasingTheLeaseInsideWithLeaseDoesNotCutTheWorkShort() {
+        StepVerifier.create(client.withLease(LOCK, lease -> lease.release().thenMany(Flux.just(1, 2, 3))))
+                .expectNext(1, 2, 3)
+                .verifyComplete();
+    }
+
+    @Test
+    void aLeaseArrivingAsTheWaitEndsIsNeverLeftHeld() {
+        FencedLease holder = acquire(LOCK);
+        memory.setReplyDelay(Duration.ofMillis(5));
+        StepVerifier.create(client.acquire(LOCK, AcquireOptions.defaults().withMaxWait(Duration.ofMillis(1_002))))
+                .expectSubscription()
+                .then(() -> elapse(1_000))
+                // The release wakes the waiter at 1 s; its attempt takes the lock at once, but the reply comes at
+                // 1.005 s, after the wait ended at 1.002 s.
+                .then(() -> holder.release().subscribe())
+                .then(() -> assertThat(memory.holder(LOCK)).hasValueSatisfying(v -> assertThat(v).endsWith(":2")))
+                .then(() -> elapse(2))
+                .expectErrorSatisfies(e -> assertThat(e).isInstanceOf(LockAcquireTimeoutException.class))
+                .verify(Duration.ofSeconds(5));
+        elapse(100);
+        assertThat(client.heldLeases()).isEmpty();
+        assertThat(memory.holder(LOCK)).as("the late lease was released").isEmpty();
+    }
+
+    @Test
+    void aCancelledWaiterPassesItsTurnOn() {
+        FencedLease holder = acquire(LOCK);
+        Disposable first = client.acquire(LOCK).subscribe();
+        CompletableFuture<FencedLease> second = client.acquire(LOCK).toFuture();
+        first.dispose();
+
+        holder.release().block(Duration.ofSeconds(1));
+        assertThat(second).as("woken by the release, long before the holder's lease would end").isCompleted();
     }
 }
