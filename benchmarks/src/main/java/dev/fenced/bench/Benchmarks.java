@@ -1,0 +1,147 @@
+package dev.fenced.bench;
+
+import io.lettuce.core.RedisClient;
+import io.lettuce.core.api.StatefulRedisConnection;
+import java.io.IOException;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.UUID;
+
+/**
+ * Runs every workload against every peer in one process and writes {@code results.md} with ratios.
+ *
+ * <p>Run: {@code ./mvnw -B -pl benchmarks -am verify -Dbench.mode=full -Dtest=NONE
+ * -Dsurefire.failIfNoSpecifiedTests=false -Dit.test=BenchmarksIT -Dfailsafe.failIfNoSpecifiedTests=false};
+ * results go to {@code benchmarks/target/benchmarks/}. The harness starts its own {@code redis-server} on a
+ * free port (so no other client's commands are counted), or uses the tests' Redis when the binary is missing.
+ */
+public final class Benchmarks {
+
+    /** How much to run. */
+    enum Mode {
+        /** Small counts: proves the harness works (CI). */
+        QUICK(1, 1, 2_000, 300, Duration.ofSeconds(2), 500, Duration.ofSeconds(3), Duration.ofSeconds(3), 2_000),
+        /** The numbers quoted in the README. */
+        FULL(1, 3, 50_000, 5_000, Duration.ofSeconds(20), 10_000, Duration.ofSeconds(30), Duration.ofSeconds(30), 100_000);
+
+        final int warmups;
+        final int rounds;
+        final int pairs;
+        final int serialPairs;
+        final Duration contention;
+        final int heldLeases;
+        final Duration heldLeaseTime;
+        final Duration heldFor;
+        final int limitRequests;
+
+        Mode(int warmups, int rounds, int pairs, int serialPairs, Duration contention, int heldLeases,
+                Duration heldLeaseTime, Duration heldFor, int limitRequests) {
+            this.warmups = warmups;
+            this.rounds = rounds;
+            this.pairs = pairs;
+            this.serialPairs = serialPairs;
+            this.contention = contention;
+            this.heldLeases = heldLeases;
+            this.heldLeaseTime = heldLeaseTime;
+            this.heldFor = heldFor;
+            this.limitRequests = limitRequests;
+        }
+    }
+
+    private Benchmarks() {
+    }
+
+    /**
+     * Entry point: {@code [quick|full] [output directory]}.
+     *
+     * @param args the mode and the output directory
+     * @throws IOException if the results cannot be written
+     */
+    public static void main(String[] args) throws IOException {
+        Mode mode = args.length > 0 ? Mode.valueOf(args[0].toUpperCase(java.util.Locale.ROOT)) : Mode.QUICK;
+        Path output = Path.of(args.length > 1 ? args[1] : "target/benchmarks");
+        System.out.println(Files.readString(run(mode, output)));
+    }
+
+    /**
+     * Runs everything and writes the report.
+     *
+     * @param mode how much to run
+     * @param output the directory to write {@code results.md} to
+     * @return the report file
+     * @throws IOException if it cannot be written
+     */
+    static Path run(Mode mode, Path output) throws IOException {
+        try (BenchRedis redis = BenchRedis.start()) {
+            return run(mode, output, redis);
+        }
+    }
+
+    private static Path run(Mode mode, Path output, BenchRedis redis) throws IOException {
+        String prefix = "bench-" + UUID.randomUUID().toString().substring(0, 8) + ":";
+        Report report = new Report(mode.name().toLowerCase(java.util.Locale.ROOT), redis.uri());
+        try (RedisStats stats = new RedisStats(redis.uri());
+                FencedLock fenced = new FencedLock(redis.uri(), prefix + "f:");
+                BareLettuceLock bare = new BareLettuceLock(redis.uri(), prefix + "b:")) {
+            report.redisVersion(stats.serverVersion());
+            for (int inFlight : new int[] {1, 64, 1_024}) {
+                int pairs = inFlight == 1 ? mode.serialPairs : mode.pairs;
+                report.uncontended(best(fenced, inFlight, pairs, mode), best(bare, inFlight, pairs, mode));
+            }
+            report.limit(limits(redis, mode));
+            report.contended(Workloads.contended(fenced.client(), stats, 64, mode.contention));
+            report.held(Workloads.held(redis.uri(), prefix + "h:", stats, mode.heldLeases, mode.heldLeaseTime, mode.heldFor));
+        } finally {
+            cleanUp(redis.uri(), prefix);
+        }
+        Files.createDirectories(output);
+        Path file = output.resolve("results.md");
+        Files.writeString(file, report.render());
+        return file;
+    }
+
+    /** Warm-up rounds, then the median round by throughput. */
+    private static Workloads.Uncontended best(LockUnderTest lock, int inFlight, int pairs, Mode mode) {
+        for (int i = 0; i < mode.warmups; i++) {
+            Workloads.uncontended(lock, inFlight, pairs, "warm-" + inFlight + "-" + i);
+        }
+        List<Workloads.Uncontended> rounds = new ArrayList<>();
+        for (int i = 0; i < mode.rounds; i++) {
+            rounds.add(Workloads.uncontended(lock, inFlight, pairs, "run-" + inFlight + "-" + i));
+        }
+        rounds.sort((a, b) -> Double.compare(a.pairsPerSecond(), b.pairsPerSecond()));
+        return rounds.get(rounds.size() / 2);
+    }
+
+    private static Report.Limit limits(BenchRedis redis, Mode mode) {
+        RedisClient client = RedisClient.create(redis.uri());
+        try (StatefulRedisConnection<String, String> c = client.connect()) {
+            String acquire = c.sync().scriptLoad(BareLettuceLock.ACQUIRE);
+            String release = c.sync().scriptLoad(BareLettuceLock.RELEASE);
+            String[] acquireCommand = {"EVALSHA", acquire, "2", "limit{__rand_int__}", "limit{__rand_int__}:fence", "o", "30000"};
+            String[] releaseCommand = {"EVALSHA", release, "1", "limit{__rand_int__}", "o"};
+            double acquire1 = RedisLimit.requestsPerSecond(redis.host, redis.port, mode.limitRequests, 1, acquireCommand);
+            double release1 = RedisLimit.requestsPerSecond(redis.host, redis.port, mode.limitRequests, 1, releaseCommand);
+            double acquire16 = RedisLimit.requestsPerSecond(redis.host, redis.port, mode.limitRequests, 16, acquireCommand);
+            c.sync().eval("for _, k in ipairs(redis.call('KEYS', 'limit{*')) do redis.call('DEL', k) end return 0",
+                    io.lettuce.core.ScriptOutputType.INTEGER);
+            return new Report.Limit(acquire1, release1, acquire16);
+        } finally {
+            client.shutdown();
+        }
+    }
+
+    private static void cleanUp(String uri, String prefix) {
+        RedisClient client = RedisClient.create(uri);
+        try (StatefulRedisConnection<String, String> c = client.connect()) {
+            for (String key : c.sync().keys(prefix + "*")) {
+                c.sync().del(key);
+            }
+        } finally {
+            client.shutdown();
+        }
+    }
+}

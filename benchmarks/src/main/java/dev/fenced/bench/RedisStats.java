@@ -1,0 +1,68 @@
+package dev.fenced.bench;
+
+import io.lettuce.core.RedisClient;
+import io.lettuce.core.api.StatefulRedisConnection;
+
+/** Reads the server's command counters (INFO commandstats) before and after a workload. */
+final class RedisStats implements AutoCloseable {
+
+    private final RedisClient client;
+    private final StatefulRedisConnection<String, String> connection;
+
+    RedisStats(String redisUri) {
+        this.client = RedisClient.create(redisUri);
+        this.connection = client.connect();
+    }
+
+    /** Commands the server has executed, all kinds, not counting this reader's INFO calls. */
+    long totalCalls() {
+        long total = 0;
+        for (String line : connection.sync().info("commandstats").split("\r?\n")) {
+            if (line.startsWith("cmdstat_") && !line.startsWith("cmdstat_info:")) {
+                int start = line.indexOf("calls=") + 6;
+                int end = line.indexOf(',', start);
+                total += Long.parseLong(line.substring(start, end));
+            }
+        }
+        return total;
+    }
+
+    /** Calls per command name, for a breakdown of what a workload sent. */
+    java.util.Map<String, Long> callsByCommand() {
+        java.util.Map<String, Long> calls = new java.util.TreeMap<>();
+        for (String line : connection.sync().info("commandstats").split("\r?\n")) {
+            if (line.startsWith("cmdstat_")) {
+                int start = line.indexOf("calls=") + 6;
+                calls.put(line.substring(8, line.indexOf(':')), Long.parseLong(line.substring(start, line.indexOf(',', start))));
+            }
+        }
+        return calls;
+    }
+
+    /**
+     * Client requests (round trips) among the calls between two snapshots: scripts and pub/sub commands, not
+     * the commands scripts run inside Redis, which {@code INFO commandstats} counts too.
+     */
+    static long requests(java.util.Map<String, Long> before, java.util.Map<String, Long> after) {
+        long total = 0;
+        for (String command : java.util.List.of("evalsha", "eval", "subscribe", "unsubscribe", "ssubscribe", "sunsubscribe")) {
+            total += after.getOrDefault(command, 0L) - before.getOrDefault(command, 0L);
+        }
+        return total;
+    }
+
+    String serverVersion() {
+        for (String line : connection.sync().info("server").split("\r?\n")) {
+            if (line.startsWith("redis_version:")) {
+                return line.substring("redis_version:".length()).trim();
+            }
+        }
+        return "unknown";
+    }
+
+    @Override
+    public void close() {
+        connection.close();
+        client.shutdown();
+    }
+}
