@@ -1,7 +1,10 @@
 /**
- * A Spring Boot WebFlux service that shows Fenced at work.
+ * A Spring Boot WebFlux service that shows Fenced at work: invoices processed under a fenced lease
+ * ({@code POST /invoices/{id}/process}), a back-pressured batch ({@code POST /invoices/settle}), and the
+ * stalled-holder failure replayed live and stopped by the storage ({@code POST /scenario/replay}, drawn by
+ * the page at {@code /}).
  *
- * <p>Not yet implemented: this module is a placeholder so that the build has its final shape.
+ * <p>Uses only the public packages {@code dev.fenced.lock} and {@code dev.fenced.r2dbc}.
  */
 @NullMarked
 package dev.fenced.demo;

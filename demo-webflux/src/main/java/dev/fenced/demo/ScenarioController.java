@@ -1,0 +1,21 @@
+package dev.fenced.demo;
+
+import org.springframework.web.bind.annotation.PostMapping;
+import org.springframework.web.bind.annotation.RestController;
+import reactor.core.publisher.Mono;
+
+/** Replays the stalled-holder scenario; see {@link ScenarioService}. */
+@RestController
+class ScenarioController {
+
+    private final ScenarioService scenario;
+
+    ScenarioController(ScenarioService scenario) {
+        this.scenario = scenario;
+    }
+
+    @PostMapping("/scenario/replay")
+    Mono<ScenarioReport> replay() {
+        return scenario.replay();
+    }
+}
