@@ -261,9 +261,10 @@ public interface FencedLockClient extends AutoCloseable {
         }
 
         /**
-         * The scheduler that runs renewals, wait timers and timeouts, and whose {@code now()} is the
-         * monotonic clock of lease deadlines (inject a {@code VirtualTimeScheduler} in tests). Default: a
-         * new single daemon thread per client, disposed on close. An injected scheduler is not disposed.
+         * The scheduler that runs renewals, wait timers and timeouts. Lease deadlines use the monotonic
+         * {@link System#nanoTime()}, except on Reactor's {@code VirtualTimeScheduler}, whose virtual time is the
+         * clock (so tests of renewal and expiry take no real time). Default: a new single daemon thread per
+         * client, disposed on close. An injected scheduler is not disposed.
          *
          * @param scheduler the scheduler
          * @return this builder

@@ -43,6 +43,7 @@ public final class LeasingLockClient implements FencedLockClient {
     private final ClientSettings settings;
     private final Scheduler scheduler;
     private final Renewer renewer;
+    private final boolean virtualTime;
     // 128 random bits, from ThreadLocalRandom: UUID.randomUUID would read SecureRandom, which may block.
     private final String clientId = Long.toHexString(ThreadLocalRandom.current().nextLong())
             + Long.toHexString(ThreadLocalRandom.current().nextLong());
@@ -58,6 +59,7 @@ public final class LeasingLockClient implements FencedLockClient {
         this.settings = settings;
         this.scheduler = settings.scheduler();
         this.renewer = new Renewer(this, scheduler);
+        this.virtualTime = scheduler.getClass().getName().equals("reactor.test.scheduler.VirtualTimeScheduler");
         this.closeResult = Mono.defer(this::doClose).cache();
         settings.observer().heldLeases(() -> renewer.held().size());
     }
@@ -300,8 +302,13 @@ public final class LeasingLockClient implements FencedLockClient {
                 .then();
     }
 
+    /**
+     * The monotonic clock of deadlines: {@link System#nanoTime()}, except on a virtual-time scheduler, whose
+     * virtual time is the clock. (A real Reactor scheduler's {@code now()} is wall-clock time in
+     * milliseconds, which can jump.)
+     */
     long now() {
-        return scheduler.now(TimeUnit.NANOSECONDS);
+        return virtualTime ? scheduler.now(TimeUnit.NANOSECONDS) : System.nanoTime();
     }
 
     Duration commandTimeout() {
