@@ -13,8 +13,7 @@ import java.util.UUID;
 /**
  * Runs every workload against every peer in one process and writes {@code results.md} with ratios.
  *
- * <p>Run: {@code ./mvnw -B -pl benchmarks -am verify -Dbench.mode=full -Dtest=NONE
- * -Dsurefire.failIfNoSpecifiedTests=false -Dit.test=BenchmarksIT -Dfailsafe.failIfNoSpecifiedTests=false};
+ * <p>Run: {@code ./mvnw -B -q install -DskipTests && ./mvnw -B -pl benchmarks verify -Dbench.mode=full};
  * results go to {@code benchmarks/target/benchmarks/}. The harness starts its own {@code redis-server} on a
  * free port (so no other client's commands are counted), or uses the tests' Redis when the binary is missing.
  */

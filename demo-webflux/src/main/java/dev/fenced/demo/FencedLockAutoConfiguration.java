@@ -1,11 +1,17 @@
 package dev.fenced.demo;
 
 import dev.fenced.lock.FencedLockClient;
+import dev.fenced.lock.LockObserver;
+import dev.fenced.lock.micrometer.MicrometerLockObserver;
+import io.micrometer.core.instrument.MeterRegistry;
+import io.micrometer.observation.ObservationRegistry;
+import org.springframework.beans.factory.ObjectProvider;
 import org.springframework.boot.autoconfigure.AutoConfiguration;
 import org.springframework.boot.autoconfigure.condition.ConditionalOnClass;
 import org.springframework.boot.autoconfigure.condition.ConditionalOnMissingBean;
 import org.springframework.boot.context.properties.EnableConfigurationProperties;
 import org.springframework.context.annotation.Bean;
+import org.springframework.context.annotation.Configuration;
 import org.springframework.core.env.Environment;
 
 /**
@@ -33,7 +39,8 @@ public class FencedLockAutoConfiguration {
      */
     @Bean(destroyMethod = "close")
     @ConditionalOnMissingBean
-    public FencedLockClient fencedLockClient(FencedProperties properties, Environment environment) {
+    public FencedLockClient fencedLockClient(FencedProperties properties, Environment environment,
+            ObjectProvider<LockObserver> observer) {
         FencedLockClient.Builder builder = FencedLockClient.builder()
                 .redisUri(redisUri(properties, environment))
                 .keyPrefix(properties.keyPrefix())
@@ -42,7 +49,39 @@ public class FencedLockAutoConfiguration {
         if (properties.renewalPeriod() != null) {
             builder.renewalPeriod(properties.renewalPeriod());
         }
+        observer.ifAvailable(builder::observer);
         return builder.build();
+    }
+
+    /**
+     * With Micrometer present (Actuator brings it), lock metrics and acquire observations: meters
+     * {@code fenced.lock.*}, tagged with the lock name's prefix before {@code ':'} (never the raw name).
+     */
+    @Configuration(proxyBeanMethods = false)
+    @ConditionalOnClass(MeterRegistry.class)
+    static class Metrics {
+
+        /**
+         * The observer that records lock metrics; records nothing when no meter registry is defined. The
+         * registries are looked up when the client is created, so the order of auto-configurations does not
+         * matter.
+         *
+         * @param meters the meter registry, if any
+         * @param observations the observation registry, if any
+         * @return the observer
+         */
+        @Bean
+        @ConditionalOnMissingBean(LockObserver.class)
+        LockObserver fencedLockObserver(ObjectProvider<MeterRegistry> meters, ObjectProvider<ObservationRegistry> observations) {
+            MeterRegistry registry = meters.getIfAvailable();
+            if (registry == null) {
+                return LockObserver.NONE;
+            }
+            return MicrometerLockObserver.builder(registry)
+                    .observationRegistry(observations.getIfAvailable(() -> ObservationRegistry.NOOP))
+                    .lockTag(name -> name.indexOf(':') < 0 ? "other" : name.substring(0, name.indexOf(':')))
+                    .build();
+        }
     }
 
     /**

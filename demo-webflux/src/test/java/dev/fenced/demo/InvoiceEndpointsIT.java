@@ -208,4 +208,17 @@ final class InvoiceEndpointsIT extends DemoTestSupport {
                 .keyPrefix(fencedProperties.keyPrefix())
                 .build();
     }
+
+    @Test
+    void lockMetricsAreVisibleThroughActuator() {
+        freshInvoices(100_049, 100_049);
+        client().post().uri("/invoices/100049/process").exchange().expectStatus().isOk();
+        client().get().uri("/actuator/metrics/fenced.lock.acquire?tag=outcome:acquired&tag=lock:invoice")
+                .exchange()
+                .expectStatus().isOk()
+                .expectBody()
+                .jsonPath("$.name").isEqualTo("fenced.lock.acquire")
+                .jsonPath("$.measurements[?(@.statistic == 'COUNT')].value").value(count ->
+                        org.assertj.core.api.Assertions.assertThat(count.toString()).doesNotContain("[0.0]"));
+    }
 }
