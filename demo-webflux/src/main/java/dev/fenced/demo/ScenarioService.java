@@ -1,5 +1,8 @@
 package dev.fenced.demo;
 
+import dev.fenced.spring.FencedLockAutoConfiguration;
+import dev.fenced.spring.FencedProperties;
+
 import dev.fenced.lock.AcquireOptions;
 import dev.fenced.lock.FencedLease;
 import dev.fenced.lock.FencedLockClient;

@@ -1,5 +1,7 @@
 package dev.fenced.demo;
 
+import dev.fenced.spring.FencedProperties;
+
 import dev.fenced.testservices.PostgresServerExtension;
 import dev.fenced.testservices.RedisServerExtension;
 import java.time.Duration;

@@ -51,9 +51,16 @@ public final class FencedWrite {
     private final String tokenColumn;
     private final String ownerColumn;
     private final FencingRule rule;
+    private final @Nullable Object observations;
 
     private FencedWrite(String table, String quotedTable, List<Column> keys, List<Column> values, String tokenColumn,
             String ownerColumn, FencingRule rule) {
+        this(table, quotedTable, keys, values, tokenColumn, ownerColumn, rule, null);
+    }
+
+    private FencedWrite(String table, String quotedTable, List<Column> keys, List<Column> values, String tokenColumn,
+            String ownerColumn, FencingRule rule, @Nullable Object observations) {
+        this.observations = observations;
         this.table = table;
         this.quotedTable = quotedTable;
         this.keys = List.copyOf(keys);
@@ -132,7 +139,7 @@ public final class FencedWrite {
      */
     public FencedWrite fencingColumns(String tokenColumn, String ownerColumn) {
         return new FencedWrite(table, quotedTable, keys, values, Identifiers.column(tokenColumn, "token column"),
-                Identifiers.column(ownerColumn, "owner column"), rule).checkDistinct();
+                Identifiers.column(ownerColumn, "owner column"), rule, observations).checkDistinct();
     }
 
     /**
@@ -143,7 +150,7 @@ public final class FencedWrite {
      */
     public FencedWrite rule(FencingRule rule) {
         return new FencedWrite(table, quotedTable, keys, values, tokenColumn, ownerColumn,
-                Objects.requireNonNull(rule, "rule must not be null"));
+                Objects.requireNonNull(rule, "rule must not be null"), observations);
     }
 
     /**
@@ -219,6 +226,11 @@ public final class FencedWrite {
     }
 
     private Mono<Long> run(Connection connection, FencedLease lease, boolean upsert) {
+        Mono<Long> write = unobserved(connection, lease, upsert);
+        return observations == null ? write : WriteObservation.observe(write, observations, table, lease.name());
+    }
+
+    private Mono<Long> unobserved(Connection connection, FencedLease lease, boolean upsert) {
         return Mono.defer(() -> {
             Objects.requireNonNull(connection, "connection must not be null");
             LeaseNotHeldException notHeld = Leases.notHeld(lease);
@@ -338,7 +350,21 @@ public final class FencedWrite {
     }
 
     private FencedWrite copy(List<Column> newKeys, List<Column> newValues) {
-        return new FencedWrite(table, quotedTable, newKeys, newValues, tokenColumn, ownerColumn, rule);
+        return new FencedWrite(table, quotedTable, newKeys, newValues, tokenColumn, ownerColumn, rule, observations);
+    }
+
+    /**
+     * Makes every write of this spec a Micrometer observation {@code fenced.write} (low-cardinality keys
+     * {@code fenced.table} and {@code outcome}: written, stale, not_found, error; the lock name as the
+     * high-cardinality key {@code fenced.lock.name}), so traces show fenced writes. Needs
+     * {@code io.micrometer:micrometer-observation} on the class path.
+     *
+     * @param registry the observation registry
+     * @return a new spec
+     */
+    public FencedWrite observe(io.micrometer.observation.ObservationRegistry registry) {
+        return new FencedWrite(table, quotedTable, keys, values, tokenColumn, ownerColumn, rule,
+                Objects.requireNonNull(registry, "registry must not be null"));
     }
 
     private FencedWrite checkDistinct() {

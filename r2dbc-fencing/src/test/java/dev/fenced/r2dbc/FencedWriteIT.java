@@ -215,4 +215,17 @@ class FencedWriteIT {
                 .flatMap(io.r2dbc.spi.Result::getRowsUpdated)
                 .then();
     }
+
+    @Test
+    void writesAreObservations() {
+        io.micrometer.observation.tck.TestObservationRegistry observations = io.micrometer.observation.tck.TestObservationRegistry.create();
+        StepVerifier.create(invoice(42, "PAID", 1).observe(observations).update(db.connections, new TestLease("invoice:42", 9, "b")))
+                .expectNext(1L).verifyComplete();
+        StepVerifier.create(invoice(42, "VOID", 0).observe(observations).update(db.connections, new TestLease("invoice:42", 8, "a")))
+                .verifyError(StaleFencingTokenException.class);
+        io.micrometer.observation.tck.TestObservationRegistryAssert.assertThat(observations)
+                .hasNumberOfObservationsWithNameEqualTo("fenced.write", 2)
+                .hasAnObservationWithAKeyValue("outcome", "written")
+                .hasAnObservationWithAKeyValue("outcome", "stale");
+    }
 }

@@ -113,6 +113,21 @@ public interface FencedLockClient extends AutoCloseable {
     <T> Flux<T> withLease(String name, AcquireOptions options, Function<? super FencedLease, ? extends Publisher<T>> work);
 
     /**
+     * Sends one round trip to the lock service ({@code PING} on the lock connection), for health checks.
+     *
+     * @return the round-trip time; {@link LockServiceException} if the service cannot be reached within the
+     *     command timeout, {@link LockClientClosedException} once closed
+     */
+    Mono<Duration> ping();
+
+    /**
+     * The number of leases this client holds now (acquired, not yet released or lost).
+     *
+     * @return the count
+     */
+    int heldLeases();
+
+    /**
      * Closes the client: new acquires fail with {@link LockClientClosedException}, waits in progress end
      * with that error, held leases are released (their {@link FencedLease#lost()} signals
      * {@link LossReason#CLIENT_CLOSED}), then the connections close. A Redis client passed to the builder

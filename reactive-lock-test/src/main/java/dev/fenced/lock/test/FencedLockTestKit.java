@@ -138,7 +138,7 @@ public final class FencedLockTestKit implements AutoCloseable {
      * @return the held leases
      */
     public List<FencedLease> heldLeases() {
-        return client.heldLeases();
+        return client.heldLeaseList();
     }
 
     /**

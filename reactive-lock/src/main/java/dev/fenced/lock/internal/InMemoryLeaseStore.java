@@ -135,6 +135,11 @@ public final class InMemoryLeaseStore implements LeaseStore {
     }
 
     @Override
+    public Mono<Void> ping() {
+        return command("", "ping", () -> Boolean.TRUE).then();
+    }
+
+    @Override
     public Mono<Void> close() {
         return Mono.empty();
     }

@@ -61,6 +61,13 @@ public interface LeaseStore {
     Flux<Long> releases(String name);
 
     /**
+     * One round trip to the server.
+     *
+     * @return completion when the server answered
+     */
+    Mono<Void> ping();
+
+    /**
      * Closes connections. Commands sent afterwards fail.
      *
      * @return completion

@@ -270,6 +270,22 @@ public final class LeasingLockClient implements FencedLockClient {
     static final long MAX_TOKEN = 1L << 53;
 
     @Override
+    public Mono<Duration> ping() {
+        return Mono.defer(() -> {
+            if (closed.get()) {
+                return Mono.error(LockClientClosedException.of(""));
+            }
+            long start = System.nanoTime();
+            return store.ping().then(Mono.fromCallable(() -> Duration.ofNanos(System.nanoTime() - start)));
+        });
+    }
+
+    @Override
+    public int heldLeases() {
+        return renewer.held().size();
+    }
+
+    @Override
     public Mono<Void> closeLater() {
         return closeResult;
     }
@@ -359,7 +375,7 @@ public final class LeasingLockClient implements FencedLockClient {
      *
      * @return the held leases
      */
-    public List<FencedLease> heldLeases() {
+    public List<FencedLease> heldLeaseList() {
         return List.copyOf(renewer.held());
     }
 

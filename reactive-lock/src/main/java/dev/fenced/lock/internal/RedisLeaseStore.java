@@ -176,6 +176,17 @@ public final class RedisLeaseStore implements LeaseStore {
                 .map(deleted -> deleted == 1L);
     }
 
+    @Override
+    public Mono<Void> ping() {
+        return connection("", "ping")
+                .flatMap(c -> {
+                    failIfDisconnected(c, "", "ping");
+                    return c.reactive().ping().timeout(commandTimeout, scheduler);
+                })
+                .onErrorMap(e -> RedisErrors.classify(e, "", "ping", commandTimeout))
+                .then();
+    }
+
     private Mono<List<Long>> evalList(LuaScript script, String[] scriptKeys, String[] args, String name, String operation) {
         return connection(name, operation)
                 .flatMap(c -> {

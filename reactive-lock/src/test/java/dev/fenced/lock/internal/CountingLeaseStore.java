@@ -53,6 +53,11 @@ final class CountingLeaseStore implements LeaseStore {
     }
 
     @Override
+    public Mono<Void> ping() {
+        return delegate.ping();
+    }
+
+    @Override
     public Mono<Void> close() {
         return delegate.close();
     }

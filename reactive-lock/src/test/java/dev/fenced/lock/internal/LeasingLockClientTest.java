@@ -189,7 +189,7 @@ class LeasingLockClientTest {
                 .expectNext(1L)
                 .verifyComplete();
         assertThat(memory.holder(LOCK)).isEmpty();
-        assertThat(client.heldLeases()).isEmpty();
+        assertThat(client.heldLeaseList()).isEmpty();
     }
 
     @Test
@@ -306,7 +306,7 @@ class LeasingLockClientTest {
         elapse(100); // the reply arrives; the abandoned lease is released
         elapse(100); // the release's reply
         assertThat(memory.holder(LOCK)).isEmpty();
-        assertThat(client.heldLeases()).isEmpty();
+        assertThat(client.heldLeaseList()).isEmpty();
     }
 
     @Test
@@ -319,7 +319,7 @@ class LeasingLockClientTest {
                 .verify();
         elapse(5_000);
         assertThat(memory.holder(LOCK)).isEmpty();
-        assertThat(client.heldLeases()).isEmpty();
+        assertThat(client.heldLeaseList()).isEmpty();
     }
 
     @Test
@@ -555,7 +555,7 @@ class LeasingLockClientTest {
                 .expectErrorSatisfies(e -> assertThat(e).isInstanceOf(LockAcquireTimeoutException.class))
                 .verify(Duration.ofSeconds(5));
         elapse(100);
-        assertThat(client.heldLeases()).isEmpty();
+        assertThat(client.heldLeaseList()).isEmpty();
         assertThat(memory.holder(LOCK)).as("the late lease was released").isEmpty();
     }
 
@@ -568,5 +568,17 @@ class LeasingLockClientTest {
 
         holder.release().block(Duration.ofSeconds(1));
         assertThat(second).as("woken by the release, long before the holder's lease would end").isCompleted();
+    }
+
+    @Test
+    void pingAnswersAndHeldLeasesAreCounted() {
+        StepVerifier.create(client.ping()).assertNext(rtt -> assertThat(rtt.isNegative()).isFalse()).verifyComplete();
+        assertThat(client.heldLeases()).isZero();
+        acquire(LOCK);
+        assertThat(client.heldLeases()).isEqualTo(1);
+        memory.setUnavailable(true);
+        StepVerifier.create(client.ping()).verifyError(LockServiceException.class);
+        client.closeLater().block(Duration.ofSeconds(1));
+        StepVerifier.create(client.ping()).verifyError(LockClientClosedException.class);
     }
 }

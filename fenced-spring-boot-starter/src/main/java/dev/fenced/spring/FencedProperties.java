@@ -1,4 +1,4 @@
-package dev.fenced.demo;
+package dev.fenced.spring;
 
 import java.time.Duration;
 import org.jspecify.annotations.Nullable;

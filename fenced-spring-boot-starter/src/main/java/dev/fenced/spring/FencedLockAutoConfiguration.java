@@ -1,4 +1,4 @@
-package dev.fenced.demo;
+package dev.fenced.spring;
 
 import dev.fenced.lock.FencedLockClient;
 import dev.fenced.lock.LockObserver;
@@ -6,6 +6,8 @@ import dev.fenced.lock.micrometer.MicrometerLockObserver;
 import io.micrometer.core.instrument.MeterRegistry;
 import io.micrometer.observation.ObservationRegistry;
 import org.springframework.beans.factory.ObjectProvider;
+import org.springframework.boot.health.autoconfigure.contributor.ConditionalOnEnabledHealthIndicator;
+import org.springframework.boot.health.contributor.ReactiveHealthIndicator;
 import org.springframework.boot.autoconfigure.AutoConfiguration;
 import org.springframework.boot.autoconfigure.condition.ConditionalOnClass;
 import org.springframework.boot.autoconfigure.condition.ConditionalOnMissingBean;
@@ -19,7 +21,8 @@ import org.springframework.core.env.Environment;
  * The client is closed when the context closes (its {@code close()} waits for held leases to be released;
  * shutdown runs on a thread that may block).
  *
- * <p>Written so that it can move unchanged into a starter module: it depends on nothing else of the demo.
+ * <p>With Micrometer present, the client records {@code fenced.lock.*} meters; with Actuator's health support,
+ * a {@code fenced} health indicator pings the lock service. User beans of these types win.
  */
 @AutoConfiguration
 @ConditionalOnClass(FencedLockClient.class)
@@ -59,7 +62,7 @@ public class FencedLockAutoConfiguration {
      */
     @Configuration(proxyBeanMethods = false)
     @ConditionalOnClass(MeterRegistry.class)
-    static class Metrics {
+    static class MetricsConfiguration {
 
         /**
          * The observer that records lock metrics; records nothing when no meter registry is defined. The
@@ -89,7 +92,7 @@ public class FencedLockAutoConfiguration {
      * {@code spring.data.redis.url}, else {@code spring.data.redis.host}/{@code port}, else the default
      * {@code redis://127.0.0.1:6379}.
      */
-    static String redisUri(FencedProperties properties, Environment environment) {
+    public static String redisUri(FencedProperties properties, Environment environment) {
         String uri = properties.redisUri();
         if (uri == null || uri.isBlank()) {
             uri = environment.getProperty("fenced.redis-uri");
@@ -103,5 +106,24 @@ public class FencedLockAutoConfiguration {
             uri = "redis://" + host + ":" + port;
         }
         return uri;
+    }
+
+    /** With Actuator's health support present: the {@code fenced} health indicator. */
+    @Configuration(proxyBeanMethods = false)
+    @ConditionalOnClass(ReactiveHealthIndicator.class)
+    @ConditionalOnEnabledHealthIndicator("fenced")
+    static class HealthIndicatorConfiguration {
+
+        /**
+         * The health indicator.
+         *
+         * @param client the lock client
+         * @return the indicator
+         */
+        @Bean
+        @ConditionalOnMissingBean(name = "fencedHealthIndicator")
+        FencedLockHealthIndicator fencedHealthIndicator(FencedLockClient client) {
+            return new FencedLockHealthIndicator(client);
+        }
     }
 }

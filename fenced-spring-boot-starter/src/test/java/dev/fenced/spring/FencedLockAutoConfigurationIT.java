@@ -1,0 +1,55 @@
+package dev.fenced.spring;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import dev.fenced.lock.FencedLease;
+import dev.fenced.lock.FencedLockClient;
+import dev.fenced.testservices.RedisServer;
+import dev.fenced.testservices.RedisServerExtension;
+import io.lettuce.core.RedisClient;
+import java.time.Duration;
+import java.util.UUID;
+import java.util.concurrent.atomic.AtomicReference;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.extension.ExtendWith;
+import org.springframework.boot.autoconfigure.AutoConfigurations;
+import org.springframework.boot.health.contributor.Health;
+import org.springframework.boot.health.contributor.Status;
+import org.springframework.boot.test.context.runner.ApplicationContextRunner;
+
+/** The auto-configured client against a real Redis: health, and leases released on shutdown. */
+@ExtendWith(RedisServerExtension.class)
+class FencedLockAutoConfigurationIT {
+
+    private final ApplicationContextRunner runner = new ApplicationContextRunner()
+            .withConfiguration(AutoConfigurations.of(FencedLockAutoConfiguration.class));
+
+    @Test
+    void closingTheContextReleasesHeldLeases(RedisServer redis) {
+        String prefix = "starter-" + UUID.randomUUID() + ":";
+        AtomicReference<FencedLease> held = new AtomicReference<>();
+        runner.withPropertyValues("fenced.redis-uri=" + redis.uri(), "fenced.key-prefix=" + prefix)
+                .run(context -> held.set(context.getBean(FencedLockClient.class).acquire("order:1").block(Duration.ofSeconds(10))));
+        RedisClient inspector = RedisClient.create(redis.uri());
+        try {
+            assertThat(held.get()).isNotNull();
+            assertThat(inspector.connect().sync().exists(prefix + "{order:1}")).as("released on shutdown").isZero();
+            assertThat(held.get().isHeld()).isFalse();
+        } finally {
+            inspector.shutdown();
+        }
+    }
+
+    @Test
+    void healthIsUpWithRedisAndDownWithout(RedisServer redis) {
+        runner.withPropertyValues("fenced.redis-uri=" + redis.uri()).run(context -> {
+            Health health = context.getBean(FencedLockHealthIndicator.class).health().block(Duration.ofSeconds(10));
+            assertThat(health.getStatus()).isEqualTo(Status.UP);
+            assertThat(health.getDetails()).containsEntry("heldLeases", 0).containsKey("roundTripMillis");
+        });
+        runner.withPropertyValues("fenced.redis-uri=redis://127.0.0.1:1", "fenced.lease-time=3s").run(context -> {
+            Health health = context.getBean(FencedLockHealthIndicator.class).health().block(Duration.ofSeconds(20));
+            assertThat(health.getStatus()).isEqualTo(Status.DOWN);
+        });
+    }
+}
