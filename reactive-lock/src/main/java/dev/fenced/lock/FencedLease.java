@@ -82,7 +82,8 @@ public interface FencedLease {
      * <p>Cold: nothing happens until subscription. Idempotent: once a release has completed, every later
      * call emits the same outcome without I/O. A lease that was already lost is reported as
      * {@link ReleaseOutcome#NOT_HELD}, not as an error. Fails with {@link LockServiceException} only if
-     * Redis could not be reached; the lease then expires with its lease time, and a later call retries.
+     * Redis could not be reached; the lease is then no longer renewed, a later call retries, and unless one
+     * succeeds first, {@link #lost()} signals {@link LossReason#EXPIRED} at the lease's deadline.
      *
      * @return the outcome
      */

@@ -109,6 +109,7 @@ final class HeldLease implements FencedLease {
             // The release runs to its end even if this subscriber cancels, so that its outcome is known.
             doRelease().subscribe(mine::tryEmitValue, error -> {
                 release.set(null); // a later call may retry
+                expireIfStillReleasingAtDeadline();
                 mine.tryEmitError(error);
             });
             return mine.asMono();
@@ -159,6 +160,19 @@ final class HeldLease implements FencedLease {
             // rather than make the next holder wait out the lease.
             client.store().release(name, owner, token).subscribe(null,
                     e -> log.debug("Could not free superseded lock '{}': {}", name, e.toString()));
+        }
+    }
+
+    /**
+     * After a failed release the lease is no longer renewed; unless a retried release succeeds first, it is
+     * lost ({@link LossReason#EXPIRED}) at its deadline, so that {@link #lost()} does not stay silent.
+     */
+    private void expireIfStillReleasingAtDeadline() {
+        long delay = Math.max(0, deadline - client.now());
+        try {
+            client.scheduler().schedule(() -> markLost(LossReason.EXPIRED, State.RELEASING, null), delay, TimeUnit.NANOSECONDS);
+        } catch (java.util.concurrent.RejectedExecutionException e) {
+            markLost(LossReason.EXPIRED, State.RELEASING, null); // the client is closing
         }
     }
 

@@ -581,4 +581,15 @@ class LeasingLockClientTest {
         client.closeLater().block(Duration.ofSeconds(1));
         StepVerifier.create(client.ping()).verifyError(LockClientClosedException.class);
     }
+
+    @Test
+    void failedReleaseIsReportedAsLostAtTheDeadline() {
+        FencedLease lease = acquire(LOCK);
+        memory.setUnavailable(true);
+        StepVerifier.create(lease.release()).verifyError(LockServiceException.class);
+        elapse(DEADLINE.toMillis() - 1);
+        assertThat(lease.lost().toFuture()).isNotDone();
+        elapse(1);
+        assertThat(lossOf(lease).reason()).isEqualTo(LossReason.EXPIRED);
+    }
 }
