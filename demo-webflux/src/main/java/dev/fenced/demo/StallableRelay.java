@@ -31,6 +31,7 @@ final class StallableRelay {
     private final Channel server;
     private final Set<Channel> channels = ConcurrentHashMap.newKeySet();
     private volatile boolean stalled;
+    private final java.util.Set<Pipe> pipes = java.util.concurrent.ConcurrentHashMap.newKeySet();
 
     private StallableRelay(Channel server) {
         this.server = server;
@@ -75,6 +76,7 @@ final class StallableRelay {
     /** Moves bytes again; what waited is delivered in order. */
     void resume() {
         stalled = false;
+        pipes.forEach(Pipe::deliverHeld);
         channels.forEach(c -> c.config().setAutoRead(true));
     }
 
@@ -93,7 +95,7 @@ final class StallableRelay {
                 .group(inbound.eventLoop())
                 .channel(NioSocketChannel.class)
                 .option(ChannelOption.AUTO_READ, false)
-                .handler(new Pipe(inbound))
+                .handler(new Pipe(inbound, StallableRelay.this))
                 .connect(host, port)
                 .addListener((ChannelFutureListener) connected -> {
                     if (!connected.isSuccess()) {
@@ -103,29 +105,59 @@ final class StallableRelay {
                     Channel outbound = connected.channel();
                     channels.add(outbound);
                     outbound.closeFuture().addListener(f -> channels.remove(outbound));
-                    inbound.pipeline().addLast(new Pipe(outbound));
+                    inbound.pipeline().addLast(new Pipe(outbound, StallableRelay.this));
                     boolean read = !stalled;
                     inbound.config().setAutoRead(read);
                     outbound.config().setAutoRead(read);
                 });
     }
 
-    /** Writes what one side reads to the other side, and closes the other side when this one closes. */
+    /**
+     * Writes what one side reads to the other side, and closes the other side when this one closes. Turning
+     * auto-read off takes effect on the event loop a little later, so bytes read while the relay is stalled
+     * are held here, and delivered in order on resume.
+     */
     private static final class Pipe extends ChannelInboundHandlerAdapter {
 
         private final Channel peer;
+        private final StallableRelay relay;
+        // Confined to the channel's event loop.
+        private final java.util.ArrayDeque<Object> held = new java.util.ArrayDeque<>();
 
-        Pipe(Channel peer) {
+        Pipe(Channel peer, StallableRelay relay) {
             this.peer = peer;
+            this.relay = relay;
+            relay.pipes.add(this);
         }
 
         @Override
         public void channelRead(ChannelHandlerContext ctx, Object message) {
+            if (relay.stalled || !held.isEmpty()) {
+                held.add(message);
+                if (!relay.stalled) {
+                    flush();
+                }
+                return;
+            }
             peer.writeAndFlush(message);
+        }
+
+        /** Delivers what was held, on the event loop of the side that read it. */
+        void deliverHeld() {
+            peer.eventLoop().execute(this::flush);
+        }
+
+        private void flush() {
+            Object message;
+            while ((message = held.poll()) != null) {
+                peer.writeAndFlush(message);
+            }
         }
 
         @Override
         public void channelInactive(ChannelHandlerContext ctx) {
+            relay.pipes.remove(this);
+            flush();
             peer.close();
         }
 
