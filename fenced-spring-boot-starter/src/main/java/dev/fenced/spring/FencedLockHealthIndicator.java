@@ -22,6 +22,12 @@ public final class FencedLockHealthIndicator implements ReactiveHealthIndicator 
         this.client = client;
     }
 
+    /**
+     * Pings the lock service. Cold: each subscription sends one {@code PING}; it never errors (a failure is a
+     * DOWN health) and completes within the client's connect or command timeout.
+     *
+     * @return the health
+     */
     @Override
     public Mono<Health> health() {
         return client.ping()

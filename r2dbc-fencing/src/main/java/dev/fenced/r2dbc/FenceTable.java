@@ -4,7 +4,6 @@ import dev.fenced.lock.FencedLease;
 import dev.fenced.lock.LeaseNotHeldException;
 import io.r2dbc.spi.Connection;
 import io.r2dbc.spi.ConnectionFactory;
-import io.r2dbc.spi.Result;
 import io.r2dbc.spi.Statement;
 import java.io.IOException;
 import java.io.InputStream;
@@ -12,7 +11,6 @@ import java.io.UncheckedIOException;
 import java.nio.charset.StandardCharsets;
 import java.util.Objects;
 import java.util.function.Function;
-import org.jspecify.annotations.Nullable;
 import org.reactivestreams.Publisher;
 import reactor.core.publisher.Flux;
 import reactor.core.publisher.Mono;
@@ -36,8 +34,11 @@ import reactor.core.scheduler.Schedulers;
  *         connection.createStatement("UPDATE ledger SET total = total + 10 WHERE id = 7").execute()));
  * }</pre>
  *
- * <p>The DDL ships as the resource {@code dev/fenced/r2dbc/fence-table.sql} (table {@code fenced_fence}). Every
- * method is cold. Immutable and thread-safe.
+ * <p>The DDL ships as the resource {@code dev/fenced/r2dbc/fence-table.sql} (table {@code fenced_fence}).
+ *
+ * <p>Every method is cold: subscribing sends the statements. Cancelling {@link #inTransaction} rolls the
+ * transaction back; cancelling {@link #advance} leaves the caller's transaction to the caller. Signals arrive
+ * on the driver's I/O thread. Immutable and thread-safe.
  */
 public final class FenceTable {
 
@@ -114,7 +115,7 @@ public final class FenceTable {
         return Mono.fromCallable(this::ddl)
                 .subscribeOn(Schedulers.boundedElastic())
                 .flatMap(ddl -> Mono.usingWhen(connectionFactory.create(),
-                        c -> Flux.from(c.createStatement(ddl).execute()).flatMap(Result::getRowsUpdated).then(),
+                        c -> Statements.rowsUpdated(c.createStatement(ddl), schemaDescription()).then(),
                         Connection::close));
     }
 
@@ -162,10 +163,7 @@ public final class FenceTable {
                     .bind(0, resource)
                     .bind(1, lease.token())
                     .bind(2, lease.ownerId());
-            return Flux.from(statement.execute())
-                    .flatMap(Result::getRowsUpdated)
-                    .reduce(0L, Long::sum)
-                    .onErrorMap(e -> SqlErrors.classify(e, "fence table " + table + " (create it with FenceTable.create)"))
+            return Statements.rowsUpdated(statement, schemaDescription())
                     .flatMap(rows -> rows > 0 ? Mono.<Void>empty() : rejected(connection, lease, resource));
         });
     }
@@ -174,9 +172,7 @@ public final class FenceTable {
         Statement select = connection.createStatement("SELECT last_token, last_owner FROM " + quoted + " WHERE resource = $1")
                 .bind(0, resource);
         String target = "fence " + name + " (resource = " + resource + ")";
-        return Flux.from(select.execute())
-                .flatMap(result -> result.map((row, meta) -> new Stored(row.get(0, Long.class), row.get(1, String.class))))
-                .next()
+        return Statements.stored(select, schemaDescription())
                 .flatMap(stored -> Mono.<Void>error(Leases.rejected(lease, target,
                         stored.token() == null ? 0 : stored.token(), stored.owner())))
                 .switchIfEmpty(Mono.error(() -> new IllegalStateException("The fence row of " + resource
@@ -235,6 +231,7 @@ public final class FenceTable {
         return "FenceTable{" + name + ", rule=" + rule + "}";
     }
 
-    private record Stored(@Nullable Long token, @Nullable String owner) {
+    private String schemaDescription() {
+        return "fence table " + quoted + " (create it with FenceTable.create)";
     }
 }

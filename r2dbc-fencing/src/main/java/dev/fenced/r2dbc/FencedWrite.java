@@ -5,7 +5,6 @@ import dev.fenced.lock.FencedRowNotFoundException;
 import dev.fenced.lock.LeaseNotHeldException;
 import io.r2dbc.spi.Connection;
 import io.r2dbc.spi.ConnectionFactory;
-import io.r2dbc.spi.Result;
 import io.r2dbc.spi.Statement;
 import java.util.ArrayList;
 import java.util.HashSet;
@@ -14,7 +13,6 @@ import java.util.Objects;
 import java.util.Set;
 import java.util.StringJoiner;
 import org.jspecify.annotations.Nullable;
-import reactor.core.publisher.Flux;
 import reactor.core.publisher.Mono;
 
 /**
@@ -39,8 +37,11 @@ import reactor.core.publisher.Mono;
  * ({@link FencedLease#reportRejectedWrite}); inside {@code withLease} the work then fails with
  * {@link dev.fenced.lock.LeaseLostException} whose cause is the rejection.
  *
- * <p>Every method is cold. Immutable and thread-safe: each {@code key}/{@code set}/… call returns a new
- * instance, so one spec can be shared and extended.
+ * <p>Every {@code update}/{@code upsert} is cold: subscribing sends the statement (on a connection of the
+ * factory, closed afterwards, or on the given connection, in its transaction). Cancelling after it was sent
+ * does not recall it: in auto-commit mode it may still commit, and the token rule still guards it. Signals
+ * arrive on the driver's I/O thread; do not block there. Immutable and thread-safe: each
+ * {@code key}/{@code set}/… call returns a new instance, so one spec can be shared and extended.
  */
 public final class FencedWrite {
 
@@ -245,10 +246,7 @@ public final class FencedWrite {
             index = bindAll(statement, upsert ? values : keys, index);
             statement.bind(index, lease.token());
             statement.bind(index + 1, lease.ownerId());
-            return Flux.from(statement.execute())
-                    .flatMap(Result::getRowsUpdated)
-                    .reduce(0L, Long::sum)
-                    .onErrorMap(e -> SqlErrors.classify(e, schemaDescription()))
+            return Statements.rowsUpdated(statement, schemaDescription())
                     .flatMap(rows -> rows > 0 ? Mono.just(rows) : explainRejection(connection, lease));
         });
     }
@@ -258,10 +256,7 @@ public final class FencedWrite {
         Statement select = connection.createStatement("SELECT " + tokenColumn + ", " + ownerColumn + " FROM " + quotedTable
                 + " WHERE " + keyCondition(1));
         bindAll(select, keys, 0);
-        return Flux.from(select.execute())
-                .flatMap(result -> result.map((row, meta) -> new Stored(row.get(0, Long.class), row.get(1, String.class))))
-                .next()
-                .onErrorMap(e -> SqlErrors.classify(e, schemaDescription()))
+        return Statements.stored(select, schemaDescription())
                 .flatMap(stored -> {
                     if (stored.token() == null || rule.accepts(stored.token(), stored.owner(), lease.token(), lease.ownerId())) {
                         // The row changed between the write and this read; the write itself found no row to take.
@@ -391,8 +386,5 @@ public final class FencedWrite {
     }
 
     private record Column(String name, String quoted, @Nullable Object value, @Nullable Class<?> nullType) {
-    }
-
-    private record Stored(@Nullable Long token, @Nullable String owner) {
     }
 }

@@ -23,7 +23,7 @@ import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.extension.ExtendWith;
-import reactor.core.Disposable;
+import reactor.core.publisher.BaseSubscriber;
 import reactor.core.publisher.Flux;
 import reactor.core.publisher.Mono;
 import reactor.test.StepVerifier;
@@ -179,15 +179,29 @@ class RedisLockClientIT {
             String name = "cancelled-" + i;
             keys.add(lockKey(name));
             fences.add(lockKey(name) + ":fence");
-            Disposable pending = (i % 3 == 0 ? client.tryAcquire(name) : client.acquire(name)).subscribe(delivered::add);
+            // Unlike a lambda subscriber, this one keeps a lease that arrives as it is disposed: a lease that was
+            // emitted is the subscriber's, and the test must not lose track of it.
+            BaseSubscriber<FencedLease> pending = new BaseSubscriber<>() {
+                @Override
+                protected void hookOnNext(FencedLease lease) {
+                    delivered.add(lease);
+                }
+            };
+            (i % 3 == 0 ? client.tryAcquire(name) : client.acquire(name)).subscribe(pending);
             if (i % 2 == 0) {
                 Thread.sleep(1); // let some attempts reach Redis before the cancel
             }
             pending.dispose();
         }
-        // A lease delivered before the cancel is the subscriber's: release those; the rest must undo themselves.
-        Flux.fromIterable(delivered).flatMap(FencedLease::release).blockLast(BOUND);
-        await("no lock key left", () -> inspector.exists(keys.toArray(String[]::new)) == 0);
+        // A lease delivered is the subscriber's: release those (also any still arriving); the rest must undo themselves.
+        await("no lock key left", () -> {
+            List<FencedLease> toRelease;
+            synchronized (delivered) {
+                toRelease = new ArrayList<>(delivered);
+            }
+            Flux.fromIterable(toRelease).flatMap(FencedLease::release).blockLast(BOUND);
+            return inspector.exists(keys.toArray(String[]::new)) == 0;
+        });
         assertThat(delivered.size()).as("cancelled before delivery").isLessThan(50);
         assertThat(inspector.exists(fences.toArray(String[]::new))).as("attempts that reached Redis").isPositive();
     }

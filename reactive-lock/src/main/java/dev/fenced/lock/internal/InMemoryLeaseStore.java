@@ -174,16 +174,6 @@ public final class InMemoryLeaseStore implements LeaseStore {
     }
 
     /**
-     * The last token issued for the lock, 0 if none.
-     *
-     * @param name the lock name
-     * @return the counter
-     */
-    public synchronized long lastToken(String name) {
-        return counters.getOrDefault(name, 0L);
-    }
-
-    /**
      * Makes the next acquire (of any lock) fail with {@code error}, without taking effect.
      *
      * @param error the error

@@ -21,6 +21,7 @@ import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicLong;
+import java.util.function.Function;
 import org.jspecify.annotations.Nullable;
 import reactor.core.publisher.Flux;
 import reactor.core.publisher.Mono;
@@ -162,43 +163,38 @@ public final class RedisLeaseStore implements LeaseStore {
     public Mono<Boolean> release(String name, String owner, @Nullable Long token) {
         String[] scriptKeys = {keys.lockKey(name)};
         String[] args = {owner, token == null ? "" : token.toString(), keys.releaseChannel(name)};
-        return connection(name, "release")
-                .flatMap(c -> {
-                    failIfDisconnected(c, name, "release");
-                    RedisReactiveCommands<String, String> r = c.reactive();
-                    return r.<Long>evalsha(releaseScript.sha1(), ScriptOutputType.INTEGER, scriptKeys, args)
-                            .onErrorResume(RedisNoScriptException.class,
-                                    e -> r.eval(releaseScript.source(), ScriptOutputType.INTEGER, scriptKeys, args))
-                            .next()
-                            .timeout(commandTimeout, scheduler);
-                })
-                .onErrorMap(e -> RedisErrors.classify(e, name, "release", commandTimeout))
-                .map(deleted -> deleted == 1L);
+        return command(name, "release", r -> eval(r, releaseScript, ScriptOutputType.INTEGER, scriptKeys, args))
+                .map(deleted -> Long.valueOf(1L).equals(deleted));
     }
 
     @Override
     public Mono<Void> ping() {
-        return connection("", "ping")
-                .flatMap(c -> {
-                    failIfDisconnected(c, "", "ping");
-                    return c.reactive().ping().timeout(commandTimeout, scheduler);
-                })
-                .onErrorMap(e -> RedisErrors.classify(e, "", "ping", commandTimeout))
-                .then();
+        return command("", "ping", RedisReactiveCommands::ping).then();
     }
 
     private Mono<List<Long>> evalList(LuaScript script, String[] scriptKeys, String[] args, String name, String operation) {
+        // A MULTI reply arrives as one element: the whole array.
+        return command(name, operation, r -> this.<List<Long>>eval(r, script, ScriptOutputType.MULTI, scriptKeys, args))
+                .defaultIfEmpty(List.of());
+    }
+
+    /** {@code EVALSHA}, falling back to {@code EVAL} when the server lost its script cache. */
+    private static <T> Mono<T> eval(RedisReactiveCommands<String, String> r, LuaScript script, ScriptOutputType type,
+            String[] scriptKeys, String[] args) {
+        return r.<T>evalsha(script.sha1(), type, scriptKeys, args)
+                .onErrorResume(RedisNoScriptException.class, e -> r.eval(script.source(), type, scriptKeys, args))
+                .next();
+    }
+
+    /**
+     * The one path of every command: connect (within the connect timeout), refuse to queue while
+     * disconnected, time out after the command timeout, and classify failures.
+     */
+    private <T> Mono<T> command(String name, String operation, Function<RedisReactiveCommands<String, String>, Mono<T>> body) {
         return connection(name, operation)
                 .flatMap(c -> {
                     failIfDisconnected(c, name, operation);
-                    RedisReactiveCommands<String, String> r = c.reactive();
-                    // A MULTI reply arrives as one element: the whole array.
-                    return r.<List<Long>>evalsha(script.sha1(), ScriptOutputType.MULTI, scriptKeys, args)
-                            .onErrorResume(RedisNoScriptException.class,
-                                    e -> r.eval(script.source(), ScriptOutputType.MULTI, scriptKeys, args))
-                            .next()
-                            .defaultIfEmpty(List.of())
-                            .timeout(commandTimeout, scheduler);
+                    return body.apply(c.reactive()).timeout(commandTimeout, scheduler);
                 })
                 .onErrorMap(e -> RedisErrors.classify(e, name, operation, commandTimeout));
     }

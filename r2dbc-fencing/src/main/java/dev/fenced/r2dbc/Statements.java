@@ -1,0 +1,46 @@
+package dev.fenced.r2dbc;
+
+import io.r2dbc.spi.Result;
+import io.r2dbc.spi.Statement;
+import org.jspecify.annotations.Nullable;
+import reactor.core.publisher.Flux;
+import reactor.core.publisher.Mono;
+
+/** Running the fenced statements: what the fenced write and the fence table share. */
+final class Statements {
+
+    private Statements() {
+    }
+
+    /** The token and owner a row (or fence) holds. */
+    record Stored(@Nullable Long token, @Nullable String owner) {
+    }
+
+    /**
+     * Executes a write and sums the rows it updated.
+     *
+     * @param statement the statement, bound
+     * @param schema what the statement expects of the schema, for error messages
+     * @return the rows updated
+     */
+    static Mono<Long> rowsUpdated(Statement statement, String schema) {
+        return Flux.from(statement.execute())
+                .flatMap(Result::getRowsUpdated)
+                .reduce(0L, Long::sum)
+                .onErrorMap(e -> SqlErrors.classify(e, schema));
+    }
+
+    /**
+     * Executes a query of {@code token, owner} and reads its first row.
+     *
+     * @param select the query, bound
+     * @param schema what the query expects of the schema, for error messages
+     * @return the stored values, or empty when no row matches
+     */
+    static Mono<Stored> stored(Statement select, String schema) {
+        return Flux.from(select.execute())
+                .flatMap(result -> result.map((row, meta) -> new Stored(row.get(0, Long.class), row.get(1, String.class))))
+                .next()
+                .onErrorMap(e -> SqlErrors.classify(e, schema));
+    }
+}
