@@ -4,9 +4,13 @@ import dev.fenced.lock.internal.ClientSettings;
 import dev.fenced.lock.internal.KeyLayout;
 import dev.fenced.lock.internal.LeasingLockClient;
 import dev.fenced.lock.internal.RedisLeaseStore;
+import dev.fenced.lock.internal.ReplicaAcks;
 import io.lettuce.core.RedisClient;
 import io.lettuce.core.RedisURI;
+import io.lettuce.core.cluster.RedisClusterClient;
 import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
 import java.util.Objects;
 import java.util.function.Function;
 import org.jspecify.annotations.Nullable;
@@ -157,6 +161,9 @@ public interface FencedLockClient extends AutoCloseable {
 
         private @Nullable RedisURI redisUri;
         private @Nullable RedisClient redisClient;
+        private @Nullable List<RedisURI> clusterSeeds;
+        private @Nullable RedisClusterClient clusterClient;
+        private ReplicaAcks replicaAcks = ReplicaAcks.NONE;
         private String keyPrefix = "fenced:";
         private Duration leaseTime = Duration.ofSeconds(30);
         private @Nullable Duration renewalPeriod;
@@ -170,8 +177,11 @@ public interface FencedLockClient extends AutoCloseable {
 
         /**
          * The Redis server to use, as a URI such as {@code redis://127.0.0.1:6379} (Lettuce's URI syntax).
-         * The client creates and owns a Lettuce {@code RedisClient} and shuts it down on close. Either this
-         * or {@link #redisClient(RedisClient, RedisURI)} is required.
+         * A Sentinel URI such as {@code redis-sentinel://10.0.0.1:26379,10.0.0.2:26379#mymaster} makes the
+         * client ask the Sentinels for the primary on every (re)connect, so it follows a failover. The
+         * client creates and owns a Lettuce {@code RedisClient} and shuts it down on close. One of this,
+         * {@link #redisClient(RedisClient, RedisURI)}, {@link #redisCluster(String...)} or
+         * {@link #redisClusterClient(RedisClusterClient)} is required; the last one set wins.
          *
          * @param uri the URI
          * @return this builder
@@ -194,8 +204,9 @@ public interface FencedLockClient extends AutoCloseable {
          * @return this builder
          */
         public Builder redisUri(RedisURI uri) {
-            this.redisUri = Objects.requireNonNull(uri, "uri must not be null");
-            this.redisClient = null;
+            Objects.requireNonNull(uri, "uri must not be null");
+            clearAddress();
+            this.redisUri = uri;
             return this;
         }
 
@@ -209,8 +220,87 @@ public interface FencedLockClient extends AutoCloseable {
          * @return this builder
          */
         public Builder redisClient(RedisClient client, RedisURI uri) {
-            this.redisClient = Objects.requireNonNull(client, "client must not be null");
-            this.redisUri = Objects.requireNonNull(uri, "uri must not be null");
+            Objects.requireNonNull(client, "client must not be null");
+            Objects.requireNonNull(uri, "uri must not be null");
+            clearAddress();
+            this.redisClient = client;
+            this.redisUri = uri;
+            return this;
+        }
+
+        /**
+         * A Redis Cluster, given by one or more of its nodes ({@code redis://host:port}); the client discovers
+         * the others. The client creates and owns a Lettuce {@code RedisClusterClient} that refreshes its view
+         * of the cluster on redirections, reconnects and every 30 seconds. All keys of a lock share a hash
+         * slot, so each lock lives on one node; locks spread over the nodes by name.
+         *
+         * @param seedUris at least one node URI
+         * @return this builder
+         * @throws IllegalArgumentException if there is none, or one cannot be parsed
+         */
+        public Builder redisCluster(String... seedUris) {
+            Objects.requireNonNull(seedUris, "seedUris must not be null");
+            if (seedUris.length == 0) {
+                throw new IllegalArgumentException("At least one cluster node URI is required");
+            }
+            List<RedisURI> seeds = new ArrayList<>();
+            for (String uri : seedUris) {
+                Objects.requireNonNull(uri, "a seed URI must not be null");
+                try {
+                    seeds.add(RedisURI.create(uri));
+                } catch (RuntimeException e) {
+                    throw new IllegalArgumentException("Not a valid Redis URI: '" + uri + "': " + e.getMessage(), e);
+                }
+            }
+            clearAddress();
+            this.clusterSeeds = List.copyOf(seeds);
+            return this;
+        }
+
+        /**
+         * Shares an existing Lettuce cluster client (and its event loops and topology). The lock client opens
+         * its own connections on it, applies its own command timeout, and leaves the Lettuce client open on
+         * close. Give the cluster client adaptive topology refresh so that it follows reshards and failovers.
+         *
+         * @param client the Lettuce cluster client
+         * @return this builder
+         */
+        public Builder redisClusterClient(RedisClusterClient client) {
+            Objects.requireNonNull(client, "client must not be null");
+            clearAddress();
+            this.clusterClient = client;
+            return this;
+        }
+
+        private void clearAddress() {
+            redisUri = null;
+            redisClient = null;
+            clusterSeeds = null;
+            clusterClient = null;
+        }
+
+        /**
+         * Requires {@code replicas} replicas to acknowledge every acquire before the lease is emitted: after
+         * the acquire script the client sends {@code WAIT replicas timeout} on a connection of its own, and
+         * fails the acquire with {@link ReplicaAcknowledgementException} (releasing the lock again) when
+         * fewer acknowledge in time. Default: none.
+         *
+         * <p>This narrows the window in which a failover loses a lock or its token counter; it does not close
+         * it ({@code WAIT} does not make Redis strongly consistent: a replica that acknowledged can still lose
+         * the race to be promoted, and renewals are not acknowledged). What keeps data safe across any
+         * failover is the storage-side token check (the fence table of {@code r2dbc-fencing}).
+         *
+         * @param replicas at least 1
+         * @param timeout how long to wait for the replicas: positive, shorter than the lease time (checked by
+         *     {@link #build()}); it adds to the latency of every acquire when a replica is slow
+         * @return this builder
+         */
+        public Builder replicaAcknowledgement(int replicas, Duration timeout) {
+            if (replicas < 1) {
+                throw new IllegalArgumentException("replicas must be at least 1, was " + replicas);
+            }
+            Durations.requirePositive(timeout, "timeout", AcquireOptions.MAX_LEASE_TIME);
+            this.replicaAcks = new ReplicaAcks(replicas, timeout);
             return this;
         }
 
@@ -306,19 +396,33 @@ public interface FencedLockClient extends AutoCloseable {
          * Builds the client. No connection is made until the first command needs one.
          *
          * @return a new client
-         * @throws IllegalStateException if no Redis address was given, or the renewal period or command
-         *     timeout is not shorter than the lease time
+         * @throws IllegalStateException if no Redis address was given, or the renewal period, command
+         *     timeout or replica acknowledgement timeout is not shorter than the lease time
          */
         public FencedLockClient build() {
             RedisURI uri = redisUri;
-            if (uri == null) {
-                throw new IllegalStateException("A Redis address is required: call redisUri(...) or redisClient(...)");
+            List<RedisURI> seeds = clusterSeeds;
+            RedisClusterClient cluster = clusterClient;
+            if (uri == null && seeds == null && cluster == null) {
+                throw new IllegalStateException("A Redis address is required: call redisUri(...), redisClient(...), "
+                        + "redisCluster(...) or redisClusterClient(...)");
+            }
+            if (replicaAcks.timeout().compareTo(leaseTime) >= 0) {
+                throw new IllegalStateException("The replica acknowledgement timeout (" + replicaAcks.timeout()
+                        + ") must be shorter than leaseTime (" + leaseTime + ")");
             }
             ClientSettings settings = ClientSettings.of(keyPrefix, leaseTime, renewalPeriod, maxWait, commandTimeout, scheduler)
                     .withObserver(observer);
-            RedisLeaseStore store = redisClient != null
-                    ? RedisLeaseStore.shared(redisClient, uri, settings)
-                    : RedisLeaseStore.owned(uri, settings);
+            RedisLeaseStore store;
+            if (cluster != null) {
+                store = RedisLeaseStore.sharedCluster(cluster, settings, replicaAcks);
+            } else if (seeds != null) {
+                store = RedisLeaseStore.cluster(seeds, settings, replicaAcks);
+            } else if (redisClient != null) {
+                store = RedisLeaseStore.shared(redisClient, uri, settings, replicaAcks);
+            } else {
+                store = RedisLeaseStore.owned(uri, settings, replicaAcks);
+            }
             return LeasingLockClient.create(store, settings);
         }
     }

@@ -14,7 +14,32 @@ class FencedLockClientBuilderTest {
     void buildWithoutAnAddressFails() {
         assertThatThrownBy(() -> FencedLockClient.builder().build())
                 .isInstanceOf(IllegalStateException.class)
-                .hasMessage("A Redis address is required: call redisUri(...) or redisClient(...)");
+                .hasMessage("A Redis address is required: call redisUri(...), redisClient(...), redisCluster(...) "
+                        + "or redisClusterClient(...)");
+    }
+
+    @Test
+    void clusterNeedsAtLeastOneParsableSeed() {
+        assertThatThrownBy(() -> FencedLockClient.builder().redisCluster())
+                .isInstanceOf(IllegalArgumentException.class)
+                .hasMessage("At least one cluster node URI is required");
+        assertThatThrownBy(() -> FencedLockClient.builder().redisCluster("redis://127.0.0.1:7000", "not a uri"))
+                .isInstanceOf(IllegalArgumentException.class)
+                .hasMessageStartingWith("Not a valid Redis URI: 'not a uri'");
+    }
+
+    @Test
+    void replicaAcknowledgementNeedsAReplicaAndATimeoutShorterThanTheLease() {
+        assertThatThrownBy(() -> FencedLockClient.builder().replicaAcknowledgement(0, Duration.ofMillis(100)))
+                .isInstanceOf(IllegalArgumentException.class)
+                .hasMessage("replicas must be at least 1, was 0");
+        assertThatThrownBy(() -> FencedLockClient.builder().replicaAcknowledgement(1, Duration.ZERO))
+                .isInstanceOf(IllegalArgumentException.class)
+                .hasMessageContaining("timeout");
+        assertThatThrownBy(() -> FencedLockClient.builder().redisUri("redis://127.0.0.1:6379")
+                        .leaseTime(Duration.ofSeconds(1)).replicaAcknowledgement(1, Duration.ofSeconds(1)).build())
+                .isInstanceOf(IllegalStateException.class)
+                .hasMessage("The replica acknowledgement timeout (PT1S) must be shorter than leaseTime (PT1S)");
     }
 
     @Test

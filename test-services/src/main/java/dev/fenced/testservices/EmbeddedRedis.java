@@ -244,7 +244,7 @@ public final class EmbeddedRedis implements AutoCloseable {
         }
     }
 
-    private static void deleteQuietly(Path directory) {
+    static void deleteQuietly(Path directory) {
         try (Stream<Path> files = Files.walk(directory)) {
             for (Path path : files.sorted(Comparator.reverseOrder()).toList()) {
                 Files.deleteIfExists(path);

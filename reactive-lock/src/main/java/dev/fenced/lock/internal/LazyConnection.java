@@ -4,6 +4,7 @@ import io.lettuce.core.api.StatefulConnection;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.atomic.AtomicReference;
 import java.util.function.Supplier;
+import org.jspecify.annotations.Nullable;
 import reactor.core.publisher.Mono;
 
 /**
@@ -37,6 +38,12 @@ final class LazyConnection<C extends StatefulConnection<?, ?>> {
             }
             return Mono.fromFuture(existing, true);
         });
+    }
+
+    /** The connection if it is open already, else {@code null}; never connects. */
+    @Nullable C current() {
+        CompletableFuture<C> f = current.get();
+        return f != null && f.isDone() && !f.isCompletedExceptionally() ? f.getNow(null) : null;
     }
 
     private void connect(CompletableFuture<C> target) {

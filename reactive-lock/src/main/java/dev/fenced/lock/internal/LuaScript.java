@@ -20,6 +20,7 @@ record LuaScript(String name, String source, String sha1) {
     static final LuaScript ACQUIRE = load("acquire.lua");
     static final LuaScript RENEW = load("renew.lua");
     static final LuaScript RELEASE = load("release.lua");
+    static final LuaScript RENEW_ON_NODE = load("renew-node.lua");
 
     static LuaScript load(String resource) {
         try (InputStream in = LuaScript.class.getResourceAsStream(resource)) {

@@ -30,7 +30,9 @@ final class RedisErrors {
             return fenced;
         }
         String detail;
-        if (error instanceof TimeoutException || error instanceof RedisCommandTimeoutException) {
+        if (error instanceof NotConnectedException) {
+            detail = "not connected to Redis (reconnecting)";
+        } else if (error instanceof TimeoutException || error instanceof RedisCommandTimeoutException) {
             detail = "no reply within the command timeout of " + timeout.toMillis() + " ms";
         } else if (error instanceof RedisConnectionException || error instanceof IOException
                 || error.getCause() instanceof IOException) {
@@ -44,5 +46,15 @@ final class RedisErrors {
             detail = "unexpected " + error.getClass().getSimpleName() + ": " + error.getMessage();
         }
         return LockServiceException.of(lockName, operation, detail, error);
+    }
+
+    /** A lock command refused because its connection is down: it must never wait in a reconnect buffer. */
+    static final class NotConnectedException extends RuntimeException {
+
+        private static final long serialVersionUID = 1L;
+
+        NotConnectedException() {
+            super("not connected to Redis", null, false, false);
+        }
     }
 }

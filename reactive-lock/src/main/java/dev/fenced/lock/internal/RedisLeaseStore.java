@@ -1,25 +1,22 @@
 package dev.fenced.lock.internal;
 
 import dev.fenced.lock.LockServiceException;
-import io.lettuce.core.ClientOptions;
+import dev.fenced.lock.ReplicaAcknowledgementException;
 import io.lettuce.core.RedisClient;
+import io.lettuce.core.RedisCommandExecutionException;
 import io.lettuce.core.RedisNoScriptException;
 import io.lettuce.core.RedisURI;
 import io.lettuce.core.ScriptOutputType;
-import io.lettuce.core.SocketOptions;
-import io.lettuce.core.TimeoutOptions;
-import io.lettuce.core.api.StatefulRedisConnection;
-import io.lettuce.core.api.reactive.RedisReactiveCommands;
-import io.lettuce.core.codec.StringCodec;
-import io.lettuce.core.pubsub.RedisPubSubAdapter;
-import io.lettuce.core.pubsub.StatefulRedisPubSubConnection;
+import io.lettuce.core.cluster.RedisClusterClient;
+import io.lettuce.core.cluster.SlotHash;
+import io.lettuce.core.cluster.api.reactive.RedisClusterReactiveCommands;
 import java.time.Duration;
 import java.util.ArrayList;
+import java.util.Collection;
+import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
-import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ConcurrentHashMap;
-import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.function.Function;
 import org.jspecify.annotations.Nullable;
@@ -31,13 +28,17 @@ import reactor.util.Logger;
 import reactor.util.Loggers;
 
 /**
- * The lease store on Redis or Valkey, through Lettuce's reactive API.
+ * The lease store on Redis or Valkey, through Lettuce's reactive API: one server (directly or through
+ * Sentinel) or a Redis Cluster.
  *
- * <p>One command connection carries every lock command (pipelined by Lettuce); one pub/sub connection,
- * opened when the first waiter needs it, carries release notifications, with one channel subscription
- * per watched lock, reference-counted. Scripts run with {@code EVALSHA} and fall back to {@code EVAL} on
- * {@code NOSCRIPT} (the script cache is lost on restart, failover and {@code SCRIPT FLUSH}). Every
- * command fails fast while disconnected and times out after the command timeout.
+ * <p>One command connection carries every lock command (pipelined by Lettuce; routed by slot on a
+ * cluster); one pub/sub connection, opened when the first waiter needs it, carries release notifications,
+ * with one channel subscription per watched lock, reference-counted. Scripts run with {@code EVALSHA} and
+ * fall back to {@code EVAL} on {@code NOSCRIPT} (the script cache is lost on restart, failover, reshard
+ * and {@code SCRIPT FLUSH}). Every command fails fast while disconnected and times out after the command
+ * timeout. Renewals go in batches of up to {@value #MAX_RENEW_BATCH} leases: on a cluster, one batch per
+ * node (Redis 7 and later) or per slot. With {@linkplain ReplicaAcks replica acknowledgement} required, an
+ * acquire is followed by {@code WAIT} on a connection of its own.
  *
  * <p>Thread-safe.
  */
@@ -48,59 +49,53 @@ public final class RedisLeaseStore implements LeaseStore {
     /** Leases renewed by one script call at most, so that one call never holds Redis for long. */
     static final int MAX_RENEW_BATCH = 256;
 
-    private final RedisClient client;
-    private final boolean ownsClient;
+    private final RedisConnections connections;
     private final KeyLayout keys;
     private final Duration commandTimeout;
     private final Duration connectTimeout;
     private final Scheduler scheduler;
-    private final LazyConnection<StatefulRedisConnection<String, String>> commands;
-    private final LazyConnection<StatefulRedisPubSubConnection<String, String>> pubSub;
+    private final ReplicaAcks acks;
     private final Map<String, ChannelWatch> watches = new ConcurrentHashMap<>();
     // Read here, on the thread that builds the client: reading resources on an event loop would block it.
     private final LuaScript acquireScript = LuaScript.ACQUIRE;
     private final LuaScript renewScript = LuaScript.RENEW;
+    private final LuaScript renewOnNodeScript = LuaScript.RENEW_ON_NODE;
     private final LuaScript releaseScript = LuaScript.RELEASE;
 
-    private RedisLeaseStore(RedisClient client, boolean ownsClient, RedisURI uri, ClientSettings settings) {
-        this.client = client;
-        this.ownsClient = ownsClient;
+    private RedisLeaseStore(ClientSettings settings, ReplicaAcks acks,
+            java.util.function.Function<java.util.function.Consumer<String>, RedisConnections> connect) {
         this.keys = new KeyLayout(settings.keyPrefix());
         this.commandTimeout = settings.commandTimeout();
-        this.connectTimeout = connectTimeout(settings);
+        this.connectTimeout = BaseConnections.connectTimeout(settings.commandTimeout());
         this.scheduler = settings.scheduler();
-        this.commands = new LazyConnection<>(() -> client.connectAsync(StringCodec.UTF8, uri).toCompletableFuture()
-                .thenApply(this::checkServer));
-        this.pubSub = new LazyConnection<>(() -> client.connectPubSubAsync(StringCodec.UTF8, uri).toCompletableFuture()
-                .thenApply(this::listen));
+        this.acks = acks;
+        this.connections = connect.apply(this::onRelease);
     }
 
     /**
-     * A store on a Lettuce client it creates and owns: commands are rejected while disconnected (never
-     * buffered), and time out after the command timeout.
+     * A store on a Lettuce client it creates and owns, for one server ({@code redis://}) or a Sentinel
+     * group ({@code redis-sentinel://}): commands are rejected while disconnected (never buffered), and
+     * time out after the command timeout.
+     *
+     * @param uri the server, or the Sentinels and the primary's name
+     * @param settings the client settings
+     * @param acks the replica acknowledgement required of an acquire
+     * @return the store
+     */
+    public static RedisLeaseStore owned(RedisURI uri, ClientSettings settings, ReplicaAcks acks) {
+        return new RedisLeaseStore(settings, acks,
+                onRelease -> StandaloneConnections.owned(uri, settings.commandTimeout(), settings.keyPrefix(), onRelease));
+    }
+
+    /**
+     * A store on a Lettuce client it creates and owns, without replica acknowledgement.
      *
      * @param uri the server
      * @param settings the client settings
      * @return the store
      */
     public static RedisLeaseStore owned(RedisURI uri, ClientSettings settings) {
-        RedisClient client = RedisClient.create(uri);
-        client.setOptions(ClientOptions.builder()
-                .autoReconnect(true)
-                .disconnectedBehavior(ClientOptions.DisconnectedBehavior.REJECT_COMMANDS)
-                .timeoutOptions(TimeoutOptions.enabled(settings.commandTimeout()))
-                .socketOptions(SocketOptions.builder().connectTimeout(connectTimeout(settings)).build())
-                .build());
-        return new RedisLeaseStore(client, true, uri, settings);
-    }
-
-    /**
-     * How long connecting (on first use, or after the connection was lost) may take: the command timeout,
-     * but at least 5 seconds, since a connection handshake on a busy machine can take longer than a command.
-     */
-    static Duration connectTimeout(ClientSettings settings) {
-        Duration floor = Duration.ofSeconds(5);
-        return settings.commandTimeout().compareTo(floor) > 0 ? settings.commandTimeout() : floor;
+        return owned(uri, settings, ReplicaAcks.NONE);
     }
 
     /**
@@ -108,20 +103,64 @@ public final class RedisLeaseStore implements LeaseStore {
      * commands still fail fast while the connection is down and time out after the command timeout.
      *
      * @param client the Lettuce client, left open on close
-     * @param uri the server
+     * @param uri the server, or the Sentinels and the primary's name
      * @param settings the client settings
+     * @param acks the replica acknowledgement required of an acquire
      * @return the store
      */
-    public static RedisLeaseStore shared(RedisClient client, RedisURI uri, ClientSettings settings) {
-        return new RedisLeaseStore(client, false, uri, settings);
+    public static RedisLeaseStore shared(RedisClient client, RedisURI uri, ClientSettings settings, ReplicaAcks acks) {
+        return new RedisLeaseStore(settings, acks,
+                onRelease -> StandaloneConnections.shared(client, uri, settings.keyPrefix(), onRelease));
+    }
+
+    /**
+     * A store on a Redis Cluster, through a cluster client it creates and owns (topology refreshed on
+     * redirections, reconnects and every 30 seconds).
+     *
+     * @param seeds one or more nodes of the cluster
+     * @param settings the client settings
+     * @param acks the replica acknowledgement required of an acquire
+     * @return the store
+     */
+    public static RedisLeaseStore cluster(List<RedisURI> seeds, ClientSettings settings, ReplicaAcks acks) {
+        return new RedisLeaseStore(settings, acks,
+                onRelease -> ClusterConnections.owned(seeds, settings.commandTimeout(), settings.keyPrefix(), onRelease));
+    }
+
+    /**
+     * A store on a Redis Cluster, through a cluster client shared with the application.
+     *
+     * @param client the cluster client, left open on close
+     * @param settings the client settings
+     * @param acks the replica acknowledgement required of an acquire
+     * @return the store
+     */
+    public static RedisLeaseStore sharedCluster(RedisClusterClient client, ClientSettings settings, ReplicaAcks acks) {
+        return new RedisLeaseStore(settings, acks,
+                onRelease -> ClusterConnections.shared(client, settings.keyPrefix(), onRelease));
     }
 
     @Override
     public Mono<AcquireReply> acquire(String name, String owner, long leaseMillis, long floor) {
-        String[] scriptKeys = {keys.lockKey(name), keys.fenceKey(name)};
+        String lockKey = keys.lockKey(name);
+        String[] scriptKeys = {lockKey, keys.fenceKey(name)};
         String[] args = {owner, Long.toString(leaseMillis), Long.toString(floor)};
-        return evalList(acquireScript, scriptKeys, args, name, "acquire")
-                .map(reply -> reply.get(0) == 1L ? AcquireReply.acquired(reply.get(1)) : AcquireReply.busy(reply.get(1)));
+        if (!acks.required()) {
+            return evalList(acquireScript, scriptKeys, args, name, "acquire").map(RedisLeaseStore::acquireReply);
+        }
+        // The script and WAIT on one connection: WAIT counts the replicas that have this client's last write.
+        return run(name, "acquire", connections.acknowledgedCommandsAt(lockKey), r -> this.<List<Long>>eval(
+                        r, acquireScript, ScriptOutputType.MULTI, scriptKeys, args)
+                .map(RedisLeaseStore::acquireReply)
+                .flatMap(reply -> !reply.acquired() ? Mono.just(reply)
+                        : r.waitForReplication(acks.replicas(), acks.timeout().toMillis()).flatMap(acknowledged -> acknowledged >= acks.replicas()
+                                ? Mono.just(reply)
+                                : Mono.error(ReplicaAcknowledgementException.of(name, acknowledged, acks.replicas(), acks.timeout())))),
+                commandTimeout.plus(acks.timeout()));
+    }
+
+    private static AcquireReply acquireReply(List<Long> reply) {
+        return reply.get(0) == 1L ? AcquireReply.acquired(reply.get(1)) : AcquireReply.busy(reply.get(1));
     }
 
     @Override
@@ -129,26 +168,116 @@ public final class RedisLeaseStore implements LeaseStore {
         if (leases.isEmpty()) {
             return Mono.just(List.of());
         }
-        List<Mono<List<Boolean>>> batches = new ArrayList<>();
-        for (int from = 0; from < leases.size(); from += MAX_RENEW_BATCH) {
-            batches.add(renewBatch(leases.subList(from, Math.min(leases.size(), from + MAX_RENEW_BATCH))));
+        Boolean[] held = new Boolean[leases.size()];
+        List<Mono<Void>> batches = new ArrayList<>();
+        for (List<Integer> group : groups(leases)) {
+            for (int from = 0; from < group.size(); from += MAX_RENEW_BATCH) {
+                List<Integer> batch = group.subList(from, Math.min(group.size(), from + MAX_RENEW_BATCH));
+                batches.add(renewGroup(leases, batch).doOnNext(replies -> {
+                    for (int i = 0; i < batch.size(); i++) {
+                        held[batch.get(i)] = replies.get(i);
+                    }
+                }).then());
+            }
         }
-        // Lettuce pipelines the batches on the one connection; the replies come back in order.
-        return Flux.mergeSequential(batches)
-                .flatMapIterable(part -> part)
-                .collectList();
+        // Lettuce pipelines the batches on the one connection.
+        return Flux.mergeSequential(batches).then(Mono.fromSupplier(() -> {
+            List<Boolean> result = new ArrayList<>(held.length);
+            for (Boolean h : held) {
+                result.add(Boolean.TRUE.equals(h));
+            }
+            return result;
+        }));
     }
 
-    private Mono<List<Boolean>> renewBatch(List<RenewRequest> batch) {
+    /**
+     * The leases (as indices) that can share one script call: on one server, all; on a cluster of Redis 7
+     * or later, those on one node; on an older cluster, those in one slot.
+     */
+    private Collection<List<Integer>> groups(List<RenewRequest> leases) {
+        Map<Object, List<Integer>> groups = new LinkedHashMap<>();
+        boolean byNode = connections.cluster() && connections.server().atLeast(7);
+        for (int i = 0; i < leases.size(); i++) {
+            String key = keys.lockKey(leases.get(i).name());
+            Object group = !connections.cluster() ? "" : byNode ? connections.nodeOf(key) : SlotHash.getSlot(key);
+            groups.computeIfAbsent(group, g -> new ArrayList<>()).add(i);
+        }
+        return groups.values();
+    }
+
+    private Mono<List<Boolean>> renewGroup(List<RenewRequest> leases, List<Integer> batch) {
+        if (!connections.cluster()) {
+            return renewInSlot(leases, batch);
+        }
+        if (!connections.server().atLeast(7)) {
+            return renewPerSlot(leases, batch);
+        }
+        return renewOnNode(leases, batch);
+    }
+
+    /** One call for leases of several slots of one cluster node; what it cannot settle goes slot by slot. */
+    private Mono<List<Boolean>> renewOnNode(List<RenewRequest> leases, List<Integer> batch) {
+        String[] args = new String[batch.size() * 3];
+        for (int i = 0; i < batch.size(); i++) {
+            RenewRequest r = leases.get(batch.get(i));
+            args[3 * i] = Long.toString(r.leaseMillis());
+            args[3 * i + 1] = r.owner() + ":" + r.token();
+            args[3 * i + 2] = keys.lockKey(r.name());
+        }
+        String[] scriptKeys = {args[2]};
+        return evalList(renewOnNodeScript, scriptKeys, args, "", "renew " + batch.size() + " lease(s)")
+                .flatMap(reply -> {
+                    List<Integer> missing = new ArrayList<>();
+                    for (int i = 0; i < batch.size(); i++) {
+                        if (i >= reply.size() || reply.get(i) == 2L) {
+                            missing.add(batch.get(i));
+                        }
+                    }
+                    if (missing.isEmpty()) {
+                        return Mono.just(reply.stream().map(r -> r == 1L).toList());
+                    }
+                    // Expired, or moved by a reshard: ask the slot's owner, following redirections.
+                    return renewPerSlot(leases, missing).map(again -> {
+                        List<Boolean> held = new ArrayList<>(batch.size());
+                        int next = 0;
+                        for (int i = 0; i < batch.size(); i++) {
+                            held.add(i < reply.size() && reply.get(i) != 2L ? reply.get(i) == 1L : again.get(next++));
+                        }
+                        return held;
+                    });
+                })
+                // A key no longer on the node (the topology changed under us): go slot by slot.
+                .onErrorResume(LockServiceException.class, e -> e.getCause() instanceof RedisCommandExecutionException
+                        ? renewPerSlot(leases, batch) : Mono.error(e));
+    }
+
+    /** One call per slot, in the order of {@code batch}. */
+    private Mono<List<Boolean>> renewPerSlot(List<RenewRequest> leases, List<Integer> batch) {
+        Map<Integer, List<Integer>> slots = new LinkedHashMap<>();
+        for (int index : batch) {
+            slots.computeIfAbsent(SlotHash.getSlot(keys.lockKey(leases.get(index).name())), s -> new ArrayList<>()).add(index);
+        }
+        Map<Integer, Boolean> held = new ConcurrentHashMap<>();
+        return Flux.fromIterable(slots.values())
+                .flatMapSequential(inSlot -> renewInSlot(leases, inSlot).doOnNext(replies -> {
+                    for (int i = 0; i < inSlot.size(); i++) {
+                        held.put(inSlot.get(i), replies.get(i));
+                    }
+                }))
+                .then(Mono.fromSupplier(() -> batch.stream().map(i -> held.getOrDefault(i, false)).toList()));
+    }
+
+    /** One call with every lock key declared: they must share a slot on a cluster. */
+    private Mono<List<Boolean>> renewInSlot(List<RenewRequest> leases, List<Integer> batch) {
         String[] scriptKeys = new String[batch.size()];
         String[] args = new String[batch.size() * 2];
         for (int i = 0; i < batch.size(); i++) {
-            RenewRequest r = batch.get(i);
+            RenewRequest r = leases.get(batch.get(i));
             scriptKeys[i] = keys.lockKey(r.name());
             args[2 * i] = Long.toString(r.leaseMillis());
             args[2 * i + 1] = r.owner() + ":" + r.token();
         }
-        String what = batch.size() == 1 ? batch.get(0).name() : "";
+        String what = batch.size() == 1 ? leases.get(batch.get(0)).name() : "";
         return evalList(renewScript, scriptKeys, args, what, "renew " + batch.size() + " lease(s)")
                 .map(reply -> {
                     List<Boolean> held = new ArrayList<>(reply.size());
@@ -162,14 +291,17 @@ public final class RedisLeaseStore implements LeaseStore {
     @Override
     public Mono<Boolean> release(String name, String owner, @Nullable Long token) {
         String[] scriptKeys = {keys.lockKey(name)};
-        String[] args = {owner, token == null ? "" : token.toString(), keys.releaseChannel(name)};
-        return command(name, "release", r -> eval(r, releaseScript, ScriptOutputType.INTEGER, scriptKeys, args))
-                .map(deleted -> Long.valueOf(1L).equals(deleted));
+        return command(name, "release", r -> {
+            // Decided per call: the server is known once the connection is open.
+            String[] args = {owner, token == null ? "" : token.toString(), keys.releaseChannel(name),
+                    connections.shardedPubSub() ? "1" : ""};
+            return eval(r, releaseScript, ScriptOutputType.INTEGER, scriptKeys, args);
+        }).map(deleted -> Long.valueOf(1L).equals(deleted));
     }
 
     @Override
     public Mono<Void> ping() {
-        return command("", "ping", RedisReactiveCommands::ping).then();
+        return command("", "ping", RedisClusterReactiveCommands::ping).then();
     }
 
     private Mono<List<Long>> evalList(LuaScript script, String[] scriptKeys, String[] args, String name, String operation) {
@@ -179,52 +311,44 @@ public final class RedisLeaseStore implements LeaseStore {
     }
 
     /** {@code EVALSHA}, falling back to {@code EVAL} when the server lost its script cache. */
-    private static <T> Mono<T> eval(RedisReactiveCommands<String, String> r, LuaScript script, ScriptOutputType type,
+    private static <T> Mono<T> eval(RedisClusterReactiveCommands<String, String> r, LuaScript script, ScriptOutputType type,
             String[] scriptKeys, String[] args) {
         return r.<T>evalsha(script.sha1(), type, scriptKeys, args)
                 .onErrorResume(RedisNoScriptException.class, e -> r.eval(script.source(), type, scriptKeys, args))
                 .next();
     }
 
+    /** A command on the command connection. */
+    private <T> Mono<T> command(String name, String operation, Function<RedisClusterReactiveCommands<String, String>, Mono<T>> body) {
+        return run(name, operation, connections.commands(), body, commandTimeout);
+    }
+
     /**
      * The one path of every command: connect (within the connect timeout), refuse to queue while
-     * disconnected, time out after the command timeout, and classify failures.
+     * disconnected, time out, and classify failures.
      */
-    private <T> Mono<T> command(String name, String operation, Function<RedisReactiveCommands<String, String>, Mono<T>> body) {
-        return connection(name, operation)
-                .flatMap(c -> {
-                    failIfDisconnected(c, name, operation);
-                    return body.apply(c.reactive()).timeout(commandTimeout, scheduler);
-                })
-                .onErrorMap(e -> RedisErrors.classify(e, name, operation, commandTimeout));
-    }
-
-    private Mono<StatefulRedisConnection<String, String>> connection(String name, String operation) {
-        return commands.get()
+    private <T> Mono<T> run(String name, String operation, Mono<RedisClusterReactiveCommands<String, String>> connection,
+            Function<RedisClusterReactiveCommands<String, String>, Mono<T>> body, Duration timeout) {
+        return connection
                 .timeout(connectTimeout, scheduler)
                 .onErrorMap(java.util.concurrent.TimeoutException.class, e -> LockServiceException.of(name, operation,
-                        "cannot connect to Redis within " + connectTimeout.toMillis() + " ms", e));
-    }
-
-    private static void failIfDisconnected(StatefulRedisConnection<String, String> c, String name, String operation) {
-        // A lock command must never wait in a reconnect buffer: by the time it is sent the lease may be gone.
-        if (!c.isOpen()) {
-            throw LockServiceException.of(name, operation, "not connected to Redis (reconnecting)", null);
-        }
+                        "cannot connect to Redis within " + connectTimeout.toMillis() + " ms", e))
+                .flatMap(r -> body.apply(r).timeout(timeout, scheduler))
+                .onErrorMap(e -> RedisErrors.classify(e, name, operation, timeout));
     }
 
     @Override
     public Flux<Long> releases(String name) {
         String channel = keys.releaseChannel(name);
-        return pubSub.get().timeout(connectTimeout, scheduler).flatMapMany(connection -> {
+        return Flux.defer(() -> {
             ChannelWatch watch;
             synchronized (watches) {
                 watch = watches.get(channel);
                 if (watch == null) {
                     watch = new ChannelWatch();
                     // Sent under the lock so that SUBSCRIBE and UNSUBSCRIBE of a channel go out in order.
-                    watch.confirmed = connection.reactive().subscribe(channel)
-                            .timeout(commandTimeout, scheduler)
+                    watch.confirmed = connections.subscribe(channel)
+                            .timeout(connectTimeout.plus(commandTimeout), scheduler)
                             .cache();
                     watch.confirmed.subscribe(null, e -> log.debug("SUBSCRIBE {} failed: {}", channel, e.toString()));
                     watches.put(channel, watch);
@@ -232,59 +356,29 @@ public final class RedisLeaseStore implements LeaseStore {
                 watch.refs++;
             }
             ChannelWatch w = watch;
-            return w.confirmed.thenMany(w.counts.asFlux()).doFinally(signal -> unwatch(connection, channel, w));
+            return w.confirmed.thenMany(w.counts.asFlux()).doFinally(signal -> unwatch(channel, w));
         });
     }
 
-    private void unwatch(StatefulRedisPubSubConnection<String, String> connection, String channel, ChannelWatch watch) {
+    private void unwatch(String channel, ChannelWatch watch) {
         synchronized (watches) {
             if (--watch.refs == 0 && watches.remove(channel, watch)) {
-                connection.reactive().unsubscribe(channel)
+                connections.unsubscribe(channel)
                         .subscribe(null, e -> log.debug("UNSUBSCRIBE {} failed: {}", channel, e.toString()));
             }
         }
     }
 
-    private StatefulRedisPubSubConnection<String, String> listen(StatefulRedisPubSubConnection<String, String> connection) {
-        connection.addListener(new RedisPubSubAdapter<>() {
-            @Override
-            public void message(String channel, String message) {
-                ChannelWatch watch = watches.get(channel);
-                if (watch != null) {
-                    watch.notifyRelease();
-                }
-            }
-        });
-        return connection;
-    }
-
-    private StatefulRedisConnection<String, String> checkServer(StatefulRedisConnection<String, String> connection) {
-        // Lock and counter keys must never be evicted; CONFIG may be disabled on managed services.
-        // One parameter per CONFIG GET: servers before Redis 7 take only one.
-        Mono.zip(connection.reactive().configGet("maxmemory-policy"), connection.reactive().configGet("maxmemory"))
-                .subscribe(config -> {
-                    String policy = config.getT1().getOrDefault("maxmemory-policy", "noeviction");
-                    String maxmemory = config.getT2().getOrDefault("maxmemory", "0");
-                    if (!"noeviction".equals(policy) && !"0".equals(maxmemory)) {
-                        log.warn("Redis maxmemory-policy is '{}' with maxmemory {}: under memory pressure Redis may evict "
-                                + "lock keys (a lease silently ends) or token counters (tokens restart). Set "
-                                + "maxmemory-policy to noeviction for the keys prefixed '{}'.", policy, maxmemory, keys.prefix());
-                    }
-                }, e -> log.debug("Cannot read the eviction policy (CONFIG GET not allowed?): {}", e.toString()));
-        return connection;
+    private void onRelease(String channel) {
+        ChannelWatch watch = watches.get(channel);
+        if (watch != null) {
+            watch.notifyRelease();
+        }
     }
 
     @Override
     public Mono<Void> close() {
-        Mono<Void> connections = Mono.when(commands.close(), pubSub.close());
-        if (!ownsClient) {
-            return connections;
-        }
-        return connections.then(Mono.fromFuture(() -> client.shutdownAsync(0, 2, TimeUnit.SECONDS), true))
-                .onErrorResume(e -> {
-                    log.debug("Shutting down the Redis client failed: {}", e.toString());
-                    return Mono.empty();
-                });
+        return connections.close();
     }
 
     /** The watchers of one channel. Guarded by {@code watches}, except the counts. */

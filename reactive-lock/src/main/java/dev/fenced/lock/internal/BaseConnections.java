@@ -1,0 +1,168 @@
+package dev.fenced.lock.internal;
+
+import io.lettuce.core.AbstractRedisClient;
+import io.lettuce.core.ClientOptions;
+import io.lettuce.core.SocketOptions;
+import io.lettuce.core.TimeoutOptions;
+import io.lettuce.core.api.StatefulConnection;
+import io.lettuce.core.cluster.api.reactive.RedisClusterReactiveCommands;
+import java.time.Duration;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CompletionStage;
+import java.util.concurrent.TimeUnit;
+import java.util.function.Consumer;
+import java.util.function.Supplier;
+import org.jspecify.annotations.Nullable;
+import reactor.core.publisher.Mono;
+import reactor.util.Logger;
+import reactor.util.Loggers;
+
+/**
+ * What both kinds of {@link RedisConnections} share: a lazily opened command connection that inspects the
+ * server when it opens, a lazily opened pub/sub connection, and closing.
+ *
+ * @param <C> the command connection type
+ * @param <P> the pub/sub connection type
+ */
+abstract class BaseConnections<C extends StatefulConnection<String, String>, P extends StatefulConnection<String, String>>
+        implements RedisConnections {
+
+    private static final Logger log = Loggers.getLogger(BaseConnections.class);
+
+    private final AbstractRedisClient client;
+    private final boolean ownsClient;
+    private final String keyPrefix;
+    private final LazyConnection<C> commands;
+    private final LazyConnection<C> acknowledged;
+    private final LazyConnection<P> pubSub;
+    private volatile ServerInfo server = ServerInfo.UNKNOWN;
+
+    /**
+     * @param client the Lettuce client
+     * @param ownsClient whether closing shuts the client down
+     * @param keyPrefix the key prefix, for warnings
+     * @param connectCommands opens the command connection
+     * @param connectPubSub opens the pub/sub connection
+     * @param onRelease called with the channel of every release notification heard
+     */
+    BaseConnections(AbstractRedisClient client, boolean ownsClient, String keyPrefix,
+            Supplier<CompletionStage<C>> connectCommands, Supplier<CompletionStage<P>> connectPubSub,
+            Consumer<String> onRelease) {
+        this.client = client;
+        this.ownsClient = ownsClient;
+        this.keyPrefix = keyPrefix;
+        this.commands = new LazyConnection<>(() -> connectCommands.get().toCompletableFuture().thenCompose(this::inspect));
+        this.acknowledged = new LazyConnection<>(() -> connectCommands.get().toCompletableFuture());
+        this.pubSub = new LazyConnection<>(() -> connectPubSub.get().toCompletableFuture()
+                .thenApply(c -> listen(c, onRelease)));
+    }
+
+    /** The reactive commands of a command connection. */
+    abstract RedisClusterReactiveCommands<String, String> reactive(C connection);
+
+    /** Registers the listener that reports release notifications; returns the connection. */
+    abstract P listen(P connection, Consumer<String> onRelease);
+
+    @Override
+    public final Mono<RedisClusterReactiveCommands<String, String>> commands() {
+        return connection().map(this::reactive);
+    }
+
+    /** The open command connection: fails if it is not connected now. */
+    final Mono<C> connection() {
+        return commands.get().map(c -> {
+            requireOpen(c);
+            return c;
+        });
+    }
+
+    /** The open connection for acquires followed by {@code WAIT}: fails if it is not connected now. */
+    final Mono<C> acknowledgedConnection() {
+        return acknowledged.get().map(c -> {
+            requireOpen(c);
+            return c;
+        });
+    }
+
+    /** Fails if a connection is not connected now: a lock command must never wait in a reconnect buffer. */
+    static void requireOpen(StatefulConnection<?, ?> c) {
+        if (!c.isOpen()) {
+            throw new RedisErrors.NotConnectedException();
+        }
+    }
+
+    /** The command connection if it is open already, else {@code null}; never connects. */
+    final @Nullable C currentConnection() {
+        return commands.current();
+    }
+
+    /** The pub/sub connection, opened on first use. */
+    final Mono<P> pubSub() {
+        return pubSub.get();
+    }
+
+    @Override
+    public final ServerInfo server() {
+        return server;
+    }
+
+    private CompletableFuture<C> inspect(C connection) {
+        RedisClusterReactiveCommands<String, String> r = reactive(connection);
+        // One INFO per section: servers before Redis 7 take only one.
+        return Mono.zip(r.info("server"), r.info("replication"), (a, b) -> a + "\n" + b)
+                .map(ServerInfo::parse)
+                .onErrorResume(e -> {
+                    log.debug("Cannot read INFO (not allowed?): {}", e.toString());
+                    return Mono.just(ServerInfo.UNKNOWN);
+                })
+                .doOnNext(info -> {
+                    server = info;
+                    ServerChecks.warnIfUnsafe(r, info, keyPrefix);
+                })
+                .thenReturn(connection)
+                .toFuture();
+    }
+
+    @Override
+    public final Mono<Void> close() {
+        Mono<Void> connections = Mono.when(commands.close(), acknowledged.close(), pubSub.close());
+        if (!ownsClient) {
+            return connections;
+        }
+        return connections.then(Mono.fromFuture(() -> client.shutdownAsync(0, 2, TimeUnit.SECONDS), true))
+                .onErrorResume(e -> {
+                    log.debug("Shutting down the Redis client failed: {}", e.toString());
+                    return Mono.empty();
+                });
+    }
+
+    /**
+     * Sets the options every client owned by a store has: reconnect automatically, but reject commands while
+     * disconnected (a lock command must never wait in a reconnect buffer), time out after the command
+     * timeout, and connect within {@link #connectTimeout(Duration)}.
+     *
+     * @param builder the options builder of a standalone or cluster client
+     * @param commandTimeout the command timeout
+     * @param <B> the builder type
+     * @return the builder
+     */
+    static <B extends ClientOptions.Builder> B lockClientOptions(B builder, Duration commandTimeout) {
+        builder.autoReconnect(true);
+        builder.disconnectedBehavior(ClientOptions.DisconnectedBehavior.REJECT_COMMANDS);
+        builder.timeoutOptions(TimeoutOptions.enabled(commandTimeout));
+        builder.socketOptions(SocketOptions.builder().connectTimeout(connectTimeout(commandTimeout)).build());
+        return builder;
+    }
+
+    /**
+     * How long connecting may take: the command timeout, but at least 5 seconds, since a handshake on a
+     * busy machine can take longer than a command.
+     *
+     * @param commandTimeout the command timeout
+     * @return the connect timeout
+     */
+    static Duration connectTimeout(Duration commandTimeout) {
+        Duration floor = Duration.ofSeconds(5);
+        return commandTimeout.compareTo(floor) > 0 ? commandTimeout : floor;
+    }
+}

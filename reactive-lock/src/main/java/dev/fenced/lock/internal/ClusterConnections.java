@@ -1,0 +1,123 @@
+package dev.fenced.lock.internal;
+
+import io.lettuce.core.RedisURI;
+import io.lettuce.core.cluster.ClusterClientOptions;
+import io.lettuce.core.cluster.ClusterTopologyRefreshOptions;
+import io.lettuce.core.cluster.RedisClusterClient;
+import io.lettuce.core.cluster.SlotHash;
+import io.lettuce.core.cluster.api.StatefulRedisClusterConnection;
+import io.lettuce.core.cluster.api.reactive.RedisClusterReactiveCommands;
+import io.lettuce.core.cluster.models.partitions.RedisClusterNode;
+import io.lettuce.core.cluster.pubsub.RedisClusterPubSubAdapter;
+import io.lettuce.core.cluster.pubsub.StatefulRedisClusterPubSubConnection;
+import io.lettuce.core.codec.StringCodec;
+import java.time.Duration;
+import java.util.List;
+import java.util.function.Consumer;
+import reactor.core.publisher.Mono;
+
+/**
+ * Connections to a Redis Cluster through Lettuce's cluster client, which routes every keyed command to the
+ * node serving its slot and follows {@code MOVED}/{@code ASK} redirections. All keys of a lock share one
+ * slot, so every lock command runs on one node. On Redis 7 and later, release notifications use sharded
+ * pub/sub, which stays on the slot's node instead of being broadcast to the whole cluster.
+ */
+final class ClusterConnections extends BaseConnections<StatefulRedisClusterConnection<String, String>,
+        StatefulRedisClusterPubSubConnection<String, String>> {
+
+    private ClusterConnections(RedisClusterClient client, boolean owns, String keyPrefix, Consumer<String> onRelease) {
+        super(client, owns, keyPrefix,
+                () -> client.connectAsync(StringCodec.UTF8),
+                () -> client.connectPubSubAsync(StringCodec.UTF8),
+                onRelease);
+    }
+
+    /**
+     * Connections on a cluster client created and owned here: commands rejected while disconnected, the
+     * command timeout, and a topology refreshed on redirections and reconnects and every 30 seconds.
+     */
+    static ClusterConnections owned(List<RedisURI> seeds, Duration commandTimeout, String keyPrefix, Consumer<String> onRelease) {
+        RedisClusterClient client = RedisClusterClient.create(seeds);
+        ClusterClientOptions.Builder options = lockClientOptions(ClusterClientOptions.builder(), commandTimeout);
+        options.topologyRefreshOptions(ClusterTopologyRefreshOptions.builder()
+                .enableAllAdaptiveRefreshTriggers()
+                .enablePeriodicRefresh(Duration.ofSeconds(30))
+                .build());
+        client.setOptions(options.build());
+        return new ClusterConnections(client, true, keyPrefix, onRelease);
+    }
+
+    /** Connections on a cluster client shared with the application, which keeps its options. */
+    static ClusterConnections shared(RedisClusterClient client, String keyPrefix, Consumer<String> onRelease) {
+        return new ClusterConnections(client, false, keyPrefix, onRelease);
+    }
+
+    @Override
+    RedisClusterReactiveCommands<String, String> reactive(StatefulRedisClusterConnection<String, String> connection) {
+        return connection.reactive();
+    }
+
+    @Override
+    StatefulRedisClusterPubSubConnection<String, String> listen(StatefulRedisClusterPubSubConnection<String, String> connection,
+            Consumer<String> onRelease) {
+        // Sharded subscriptions live on node connections; their messages reach this listener only with propagation on.
+        connection.setNodeMessagePropagation(true);
+        connection.addListener(new RedisClusterPubSubAdapter<>() {
+            @Override
+            public void message(RedisClusterNode node, String channel, String message) {
+                onRelease.accept(channel);
+            }
+
+            @Override
+            public void smessage(RedisClusterNode node, String channel, String message) {
+                onRelease.accept(channel);
+            }
+        });
+        return connection;
+    }
+
+    @Override
+    public boolean cluster() {
+        return true;
+    }
+
+    @Override
+    public Mono<RedisClusterReactiveCommands<String, String>> acknowledgedCommandsAt(String key) {
+        return acknowledgedConnection().flatMap(c -> {
+            RedisClusterNode node = c.getPartitions().getPartitionBySlot(SlotHash.getSlot(key));
+            if (node == null) {
+                return Mono.error(new IllegalStateException("no node serves the slot of '" + key + "'"));
+            }
+            return Mono.fromCompletionStage(c.getConnectionAsync(node.getNodeId()))
+                    .map(nodeConnection -> {
+                        requireOpen(nodeConnection);
+                        return (RedisClusterReactiveCommands<String, String>) nodeConnection.reactive();
+                    });
+        });
+    }
+
+    @Override
+    public String nodeOf(String key) {
+        StatefulRedisClusterConnection<String, String> c = currentConnection();
+        RedisClusterNode node = c == null ? null : c.getPartitions().getPartitionBySlot(SlotHash.getSlot(key));
+        return node == null ? "" : node.getNodeId();
+    }
+
+    @Override
+    public boolean shardedPubSub() {
+        return server().atLeast(7);
+    }
+
+    @Override
+    public Mono<Void> subscribe(String channel) {
+        // Lettuce sends SSUBSCRIBE to the node serving the channel's slot.
+        return pubSub().flatMap(c -> shardedPubSub() ? c.reactive().ssubscribe(channel) : c.reactive().subscribe(channel));
+    }
+
+    @Override
+    public Mono<Void> unsubscribe(String channel) {
+        return pubSub().flatMap(c -> shardedPubSub()
+                ? c.reactive().sunsubscribe(channel)
+                : c.reactive().unsubscribe(channel));
+    }
+}

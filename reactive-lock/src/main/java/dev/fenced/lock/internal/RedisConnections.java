@@ -1,0 +1,135 @@
+package dev.fenced.lock.internal;
+
+import io.lettuce.core.cluster.api.reactive.RedisClusterReactiveCommands;
+import org.jspecify.annotations.Nullable;
+import reactor.core.publisher.Mono;
+
+/**
+ * The connections of a {@link RedisLeaseStore} to one deployment: a single server (addressed directly or
+ * found through Sentinel) or a Redis Cluster. Each connection is opened on first use and shared; the
+ * server is inspected once when the command connection opens ({@link #server()}).
+ *
+ * <p>Implementations are thread-safe.
+ */
+interface RedisConnections {
+
+    /**
+     * The command connection, opened on first use. Fails with a Lettuce or timeout exception if it
+     * cannot be opened, and with {@link IllegalStateException} if it is not connected now: a lock command
+     * must never wait in a reconnect buffer.
+     *
+     * @return commands routed by key (to the slot's node on a cluster)
+     */
+    Mono<RedisClusterReactiveCommands<String, String>> commands();
+
+    /**
+     * A connection, separate from the command connection, to the one node that serves {@code key}: for an
+     * acquire followed by {@code WAIT}, which must run on the connection of the write it waits for and
+     * holds that connection while it waits, so it must not delay renewals.
+     *
+     * @param key a key of the lock
+     * @return commands sent to that node only
+     */
+    Mono<RedisClusterReactiveCommands<String, String>> acknowledgedCommandsAt(String key);
+
+    /**
+     * Whether this is a Redis Cluster.
+     *
+     * @return whether keys are spread over slots
+     */
+    boolean cluster();
+
+    /**
+     * The node that serves {@code key} as far as this client knows, to group renewals per node.
+     *
+     * @param key a key
+     * @return a node id, or the empty string on a single server
+     */
+    String nodeOf(String key);
+
+    /**
+     * What the command connection found when it opened; {@link ServerInfo#UNKNOWN} before.
+     *
+     * @return the server's version and role
+     */
+    ServerInfo server();
+
+    /**
+     * Whether release notifications use sharded pub/sub ({@code SPUBLISH}/{@code SSUBSCRIBE}): on a
+     * cluster of Redis 7 or later, where a plain {@code PUBLISH} is broadcast to every node.
+     *
+     * @return whether notifications are sharded
+     */
+    boolean shardedPubSub();
+
+    /**
+     * Subscribes to a release channel on the pub/sub connection, opened on first use.
+     *
+     * @param channel the channel
+     * @return completes when the server confirmed
+     */
+    Mono<Void> subscribe(String channel);
+
+    /**
+     * Unsubscribes from a release channel.
+     *
+     * @param channel the channel
+     * @return completes when sent
+     */
+    Mono<Void> unsubscribe(String channel);
+
+    /**
+     * Closes the connections and, if owned, the Lettuce client.
+     *
+     * @return completion; never errors
+     */
+    Mono<Void> close();
+
+    /**
+     * What the store learns from the server when it connects.
+     *
+     * @param version the {@code redis_version} (Valkey reports a compatible one), or the empty string
+     * @param role {@code master}, {@code slave} or the empty string if unknown
+     */
+    record ServerInfo(String version, String role) {
+
+        /** Nothing known yet. */
+        static final ServerInfo UNKNOWN = new ServerInfo("", "");
+
+        /**
+         * Parses the {@code INFO server} and {@code INFO replication} sections.
+         *
+         * @param info the text of both sections, or {@code null}
+         * @return what they say
+         */
+        static ServerInfo parse(@Nullable String info) {
+            String version = "";
+            String role = "";
+            if (info != null) {
+                for (String line : info.split("\r?\n")) {
+                    if (line.startsWith("redis_version:")) {
+                        version = line.substring("redis_version:".length()).trim();
+                    } else if (line.startsWith("role:")) {
+                        role = line.substring("role:".length()).trim();
+                    }
+                }
+            }
+            return new ServerInfo(version, role);
+        }
+
+        /**
+         * Whether the server is at least {@code major}.
+         *
+         * @param major a major version
+         * @return whether the version is known and at least that
+         */
+        boolean atLeast(int major) {
+            int dot = version.indexOf('.');
+            try {
+                return !version.isEmpty() && Integer.parseInt(dot < 0 ? version : version.substring(0, dot)) >= major;
+            } catch (NumberFormatException e) {
+                return false;
+            }
+        }
+    }
+}

@@ -1,0 +1,91 @@
+package dev.fenced.lock.internal;
+
+import io.lettuce.core.ClientOptions;
+import io.lettuce.core.RedisClient;
+import io.lettuce.core.RedisURI;
+import io.lettuce.core.api.StatefulRedisConnection;
+import io.lettuce.core.cluster.api.reactive.RedisClusterReactiveCommands;
+import io.lettuce.core.codec.StringCodec;
+import io.lettuce.core.pubsub.RedisPubSubAdapter;
+import io.lettuce.core.pubsub.StatefulRedisPubSubConnection;
+import java.time.Duration;
+import java.util.function.Consumer;
+import reactor.core.publisher.Mono;
+
+/**
+ * Connections to one server: addressed directly ({@code redis://}) or found through Sentinel
+ * ({@code redis-sentinel://}), in which case Lettuce asks the Sentinels for the primary on every
+ * (re)connect and so follows a failover. Release notifications use plain {@code PUBLISH}/{@code SUBSCRIBE}.
+ */
+final class StandaloneConnections extends BaseConnections<StatefulRedisConnection<String, String>,
+        StatefulRedisPubSubConnection<String, String>> {
+
+    private StandaloneConnections(RedisClient client, boolean owns, RedisURI uri, String keyPrefix, Consumer<String> onRelease) {
+        super(client, owns, keyPrefix,
+                () -> client.connectAsync(StringCodec.UTF8, uri),
+                () -> client.connectPubSubAsync(StringCodec.UTF8, uri),
+                onRelease);
+    }
+
+    /**
+     * Connections on a Lettuce client created and owned here: commands are rejected while disconnected
+     * (never buffered) and time out after the command timeout.
+     */
+    static StandaloneConnections owned(RedisURI uri, Duration commandTimeout, String keyPrefix, Consumer<String> onRelease) {
+        RedisClient client = RedisClient.create(uri);
+        client.setOptions(lockClientOptions(ClientOptions.builder(), commandTimeout).build());
+        return new StandaloneConnections(client, true, uri, keyPrefix, onRelease);
+    }
+
+    /** Connections on a Lettuce client shared with the application, which keeps its options. */
+    static StandaloneConnections shared(RedisClient client, RedisURI uri, String keyPrefix, Consumer<String> onRelease) {
+        return new StandaloneConnections(client, false, uri, keyPrefix, onRelease);
+    }
+
+    @Override
+    RedisClusterReactiveCommands<String, String> reactive(StatefulRedisConnection<String, String> connection) {
+        return connection.reactive();
+    }
+
+    @Override
+    StatefulRedisPubSubConnection<String, String> listen(StatefulRedisPubSubConnection<String, String> connection,
+            Consumer<String> onRelease) {
+        connection.addListener(new RedisPubSubAdapter<>() {
+            @Override
+            public void message(String channel, String message) {
+                onRelease.accept(channel);
+            }
+        });
+        return connection;
+    }
+
+    @Override
+    public Mono<RedisClusterReactiveCommands<String, String>> acknowledgedCommandsAt(String key) {
+        return acknowledgedConnection().map(StatefulRedisConnection::reactive);
+    }
+
+    @Override
+    public boolean cluster() {
+        return false;
+    }
+
+    @Override
+    public String nodeOf(String key) {
+        return "";
+    }
+
+    @Override
+    public boolean shardedPubSub() {
+        return false;
+    }
+
+    @Override
+    public Mono<Void> subscribe(String channel) {
+        return pubSub().flatMap(c -> c.reactive().subscribe(channel));
+    }
+
+    @Override
+    public Mono<Void> unsubscribe(String channel) {
+        return pubSub().flatMap(c -> c.reactive().unsubscribe(channel));
+    }
+}
