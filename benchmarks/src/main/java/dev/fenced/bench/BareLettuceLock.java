@@ -46,7 +46,7 @@ final class BareLettuceLock implements LockUnderTest {
         return redis.<Long>evalsha(acquireSha, ScriptOutputType.INTEGER, new String[] {key, key + ":fence"}, owner, "30000")
                 .next()
                 .flatMap(token -> token == 0L
-                        ? Mono.<Void>error(new IllegalStateException("lock " + name + " is held"))
+                        ? Mono.<Void>error(BenchmarkException.notAcquired(label(), name))
                         : redis.<Long>evalsha(releaseSha, ScriptOutputType.INTEGER, new String[] {key}, owner).then());
     }
 

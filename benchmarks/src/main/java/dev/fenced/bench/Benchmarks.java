@@ -1,5 +1,6 @@
 package dev.fenced.bench;
 
+import dev.fenced.lock.FencedLease;
 import io.lettuce.core.RedisClient;
 import io.lettuce.core.api.StatefulRedisConnection;
 import java.io.IOException;
@@ -11,7 +12,9 @@ import java.util.List;
 import java.util.UUID;
 
 /**
- * Runs every workload against every peer in one process and writes {@code results.md} with ratios.
+ * Runs every workload against every peer (Fenced, a bare Lettuce lock, Redisson's {@code RLock} and
+ * {@code RFencedLock}, the Redis limit; PostgreSQL for the storage workloads) in one process and writes
+ * {@code results.md} with ratios.
  *
  * <p>Run: {@code ./mvnw -B -q install -DskipTests && ./mvnw -B -pl benchmarks verify -Dbench.mode=full};
  * results go to {@code benchmarks/target/benchmarks/}. The harness starts its own {@code redis-server} on a
@@ -22,9 +25,10 @@ public final class Benchmarks {
     /** How much to run. */
     enum Mode {
         /** Small counts: proves the harness works (CI). */
-        QUICK(1, 1, 2_000, 300, Duration.ofSeconds(2), 500, Duration.ofSeconds(3), Duration.ofSeconds(3), 2_000),
+        QUICK(1, 1, 2_000, 300, Duration.ofSeconds(2), 500, Duration.ofSeconds(3), Duration.ofSeconds(3), 2_000, 1_000, 400, 400),
         /** The numbers quoted in the README. */
-        FULL(1, 3, 50_000, 5_000, Duration.ofSeconds(20), 10_000, Duration.ofSeconds(30), Duration.ofSeconds(30), 100_000);
+        FULL(1, 3, 50_000, 5_000, Duration.ofSeconds(20), 10_000, Duration.ofSeconds(30), Duration.ofSeconds(30), 100_000,
+                10_000, 20_000, 10_000);
 
         final int warmups;
         final int rounds;
@@ -35,9 +39,12 @@ public final class Benchmarks {
         final Duration heldLeaseTime;
         final Duration heldFor;
         final int limitRequests;
+        final int accounts;
+        final int updates;
+        final int batchItems;
 
         Mode(int warmups, int rounds, int pairs, int serialPairs, Duration contention, int heldLeases,
-                Duration heldLeaseTime, Duration heldFor, int limitRequests) {
+                Duration heldLeaseTime, Duration heldFor, int limitRequests, int accounts, int updates, int batchItems) {
             this.warmups = warmups;
             this.rounds = rounds;
             this.pairs = pairs;
@@ -47,6 +54,9 @@ public final class Benchmarks {
             this.heldLeaseTime = heldLeaseTime;
             this.heldFor = heldFor;
             this.limitRequests = limitRequests;
+            this.accounts = accounts;
+            this.updates = updates;
+            this.batchItems = batchItems;
         }
     }
 
@@ -81,25 +91,82 @@ public final class Benchmarks {
 
     private static Path run(Mode mode, Path output, BenchRedis redis) throws IOException {
         String prefix = "bench-" + UUID.randomUUID().toString().substring(0, 8) + ":";
-        Report report = new Report(mode.name().toLowerCase(java.util.Locale.ROOT), redis.uri());
-        try (RedisStats stats = new RedisStats(redis.uri());
-                FencedLock fenced = new FencedLock(redis.uri(), prefix + "f:");
-                BareLettuceLock bare = new BareLettuceLock(redis.uri(), prefix + "b:")) {
+        String uri = redis.uri();
+        Report report = new Report(mode.name().toLowerCase(java.util.Locale.ROOT), uri, mode.heldLeaseTime);
+        try (RedisStats stats = new RedisStats(uri)) {
             report.redisVersion(stats.serverVersion());
-            for (int inFlight : new int[] {1, 64, 1_024}) {
-                int pairs = inFlight == 1 ? mode.serialPairs : mode.pairs;
-                report.uncontended(best(fenced, inFlight, pairs, mode), best(bare, inFlight, pairs, mode));
+            try (FencedLock fenced = new FencedLock(uri, prefix + "f:");
+                    BareLettuceLock bare = new BareLettuceLock(uri, prefix + "b:");
+                    RedissonLock rlock = new RedissonLock(RedissonLock.Kind.RLOCK, uri, prefix + "r:");
+                    RedissonLock rfenced = new RedissonLock(RedissonLock.Kind.FENCED, uri, prefix + "rf:")) {
+                for (int inFlight : new int[] {1, 64, 1_024}) {
+                    int pairs = inFlight == 1 ? mode.serialPairs : mode.pairs;
+                    List<Workloads.Uncontended> row = new ArrayList<>();
+                    for (LockUnderTest lock : List.<LockUnderTest>of(fenced, bare, rlock, rfenced)) {
+                        row.add(best(lock, inFlight, pairs, mode));
+                    }
+                    report.uncontended(row);
+                }
+                report.limit(limits(redis, mode));
+                for (WaitingLock lock : List.<WaitingLock>of(fenced, rlock, rfenced)) {
+                    report.contended(Workloads.contended(lock, stats, 64, mode.contention));
+                }
             }
-            report.limit(limits(redis, mode));
-            report.contended(Workloads.contended(fenced.client(), stats, 64, mode.contention));
-            report.held(Workloads.held(redis.uri(), prefix + "h:", stats, mode.heldLeases, mode.heldLeaseTime, mode.heldFor));
+            // Held leases last on Redis, with no other client open, so that the counters are theirs alone.
+            report.held(Workloads.held(() -> FencedLock.held(uri, prefix + "h:", mode.heldLeaseTime), stats, mode.heldLeases,
+                    mode.heldFor));
+            report.held(Workloads.held(() -> RedissonLock.held(uri, prefix + "rh:", mode.heldLeaseTime), stats,
+                    mode.heldLeases, mode.heldFor));
+            report.storage(storage(uri, prefix + "s:", mode));
         } finally {
-            cleanUp(redis.uri(), prefix);
+            cleanUp(uri, prefix);
         }
         Files.createDirectories(output);
         Path file = output.resolve("results.md");
         Files.writeString(file, report.render());
         return file;
+    }
+
+    /** Plain vs fenced updates, then the unlocked vs the locked batch; each the median of its rounds. */
+    private static Report.Storage storage(String redisUri, String prefix, Mode mode) {
+        try (BenchPostgres db = BenchPostgres.start(mode.accounts); FencedLock locks = new FencedLock(redisUri, prefix)) {
+            StorageWorkloads storage = new StorageWorkloads(db, mode.accounts);
+            List<StorageWorkloads.Writes> plain = new ArrayList<>();
+            List<StorageWorkloads.Writes> fenced = new ArrayList<>();
+            FencedLease lease = locks.client().acquire("storage-updates").block(Duration.ofSeconds(30));
+            if (lease == null) {
+                throw BenchmarkException.notAcquired("Fenced", "storage-updates");
+            }
+            for (int round = 0; round < mode.warmups + mode.rounds; round++) {
+                StorageWorkloads.Writes p = storage.plainUpdates(mode.updates, round);
+                StorageWorkloads.Writes f = storage.fencedUpdates(lease, mode.updates, round);
+                if (round >= mode.warmups) {
+                    plain.add(p);
+                    fenced.add(f);
+                }
+            }
+            lease.release().block(Duration.ofSeconds(30));
+            // The batch's leases have tokens of their own lock names: start them from an empty fence.
+            db.clearTokens();
+            List<StorageWorkloads.Writes> unlocked = new ArrayList<>();
+            List<StorageWorkloads.Writes> locked = new ArrayList<>();
+            for (int round = 0; round < mode.warmups + mode.rounds; round++) {
+                StorageWorkloads.Writes u = storage.unlockedBatch(mode.batchItems, round);
+                StorageWorkloads.Writes l = storage.lockedBatch(locks.client(), mode.batchItems, round);
+                if (round >= mode.warmups) {
+                    unlocked.add(u);
+                    locked.add(l);
+                }
+            }
+            return new Report.Storage(db.version() + " at " + db.server, median(plain), median(fenced), median(unlocked),
+                    median(locked));
+        }
+    }
+
+    private static StorageWorkloads.Writes median(List<StorageWorkloads.Writes> rounds) {
+        List<StorageWorkloads.Writes> sorted = new ArrayList<>(rounds);
+        sorted.sort((a, b) -> Double.compare(a.perSecond(), b.perSecond()));
+        return sorted.get(sorted.size() / 2);
     }
 
     /** Warm-up rounds, then the median round by throughput. */
@@ -136,7 +203,8 @@ public final class Benchmarks {
     private static void cleanUp(String uri, String prefix) {
         RedisClient client = RedisClient.create(uri);
         try (StatefulRedisConnection<String, String> c = client.connect()) {
-            for (String key : c.sync().keys(prefix + "*")) {
+            // Redisson names its token counters "redisson_lock_token:{<lock name>}", so match the prefix anywhere.
+            for (String key : c.sync().keys("*" + prefix + "*")) {
                 c.sync().del(key);
             }
         } finally {

@@ -1,11 +1,15 @@
 package dev.fenced.bench;
 
+import java.time.Duration;
 import java.time.Instant;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Locale;
 
-/** Collects results and renders them as a Markdown report with the machine, the settings and ratios. */
+/**
+ * Collects results and renders them as a Markdown report with the machine, the settings, ratios and the
+ * targets of the benchmark issue. The first peer of every comparison is Fenced; ratios are Fenced / peer.
+ */
 final class Report {
 
     /** {@code redis-benchmark} rates of the bare lock's scripts, one connection. */
@@ -17,25 +21,37 @@ final class Report {
         }
     }
 
+    /** The storage workloads: plain vs fenced updates, unlocked vs locked batch, medians of the rounds. */
+    record Storage(String database, StorageWorkloads.Writes plain, StorageWorkloads.Writes fenced,
+            StorageWorkloads.Writes unlockedBatch, StorageWorkloads.Writes lockedBatch) {
+    }
+
+    private record Target(String what, String measured, boolean met) {
+    }
+
     private final String mode;
     private final String redisUri;
+    private final Duration heldLeaseTime;
     private String redisVersion = "unknown";
-    private final List<Workloads.Uncontended[]> uncontended = new ArrayList<>();
+    private final List<List<Workloads.Uncontended>> uncontended = new ArrayList<>();
     private Limit limit = new Limit(-1, -1, -1);
-    private Workloads.Contended contended;
-    private Workloads.Held held;
+    private final List<Workloads.Contended> contended = new ArrayList<>();
+    private final List<Workloads.Held> held = new ArrayList<>();
+    private @org.jspecify.annotations.Nullable Storage storage;
 
-    Report(String mode, String redisUri) {
+    Report(String mode, String redisUri, Duration heldLeaseTime) {
         this.mode = mode;
         this.redisUri = redisUri;
+        this.heldLeaseTime = heldLeaseTime;
     }
 
     void redisVersion(String version) {
         this.redisVersion = version;
     }
 
-    void uncontended(Workloads.Uncontended fenced, Workloads.Uncontended bare) {
-        uncontended.add(new Workloads.Uncontended[] {fenced, bare});
+    /** One row: the same in-flight count for every peer, Fenced first. */
+    void uncontended(List<Workloads.Uncontended> peers) {
+        uncontended.add(List.copyOf(peers));
     }
 
     void limit(Limit value) {
@@ -43,11 +59,15 @@ final class Report {
     }
 
     void contended(Workloads.Contended value) {
-        this.contended = value;
+        contended.add(value);
     }
 
     void held(Workloads.Held value) {
-        this.held = value;
+        held.add(value);
+    }
+
+    void storage(Storage value) {
+        this.storage = value;
     }
 
     String render() {
@@ -60,51 +80,227 @@ final class Report {
                 .append(", max heap ").append(rt.maxMemory() / (1024 * 1024)).append(" MiB\n");
         out.append("- JVM: ").append(System.getProperty("java.vm.name")).append(' ').append(System.getProperty("java.version")).append('\n');
         out.append("- Redis ").append(redisVersion).append(" at ").append(redisUri).append(", same machine\n");
-        out.append("- Fenced with default settings (lease 30 s, renewal 10 s); one Lettuce connection per client\n\n");
-
-        out.append("## Uncontended acquire + release pairs (distinct names)\n\n");
-        out.append("| in flight | Fenced pairs/s | p50 µs | p99 µs | bare Lettuce pairs/s | p50 µs | p99 µs | Fenced / bare |\n");
-        out.append("|---:|---:|---:|---:|---:|---:|---:|---:|\n");
-        for (Workloads.Uncontended[] row : uncontended) {
-            Workloads.Uncontended f = row[0];
-            Workloads.Uncontended b = row[1];
-            out.append(String.format(Locale.ROOT, "| %d | %.0f | %.0f | %.0f | %.0f | %.0f | %.0f | %.2f |%n", f.inFlight(),
-                    f.pairsPerSecond(), f.p50Micros(), f.p99Micros(), b.pairsPerSecond(), b.p50Micros(), b.p99Micros(),
-                    f.pairsPerSecond() / b.pairsPerSecond()));
+        out.append("- Fenced with default settings (lease 30 s, renewal 10 s); one Lettuce connection per client\n");
+        out.append("- Redisson 3.52.0 with default settings (connection pool, threads), locks with the watchdog "
+                + "(timeout 30 s, renewal 10 s), one owner id per acquisition\n");
+        if (storage != null) {
+            out.append("- PostgreSQL ").append(storage.database()).append(", R2DBC pool of ").append(BenchPostgres.POOL_SIZE)
+                    .append(" connections, ").append(StorageWorkloads.CONCURRENCY).append(" writes in flight\n");
         }
+        out.append('\n');
+        renderUncontended(out);
+        renderLimit(out);
+        renderContended(out);
+        renderHeld(out);
+        renderStorage(out);
+        renderTargets(out);
+        return out.toString();
+    }
 
+    private void renderUncontended(StringBuilder out) {
+        if (uncontended.isEmpty()) {
+            return;
+        }
+        List<String> peers = uncontended.get(0).stream().map(Workloads.Uncontended::lock).toList();
+        List<String> columns = new ArrayList<>();
+        peers.forEach(peer -> columns.add(peer + " pairs/s"));
+        peers.subList(1, peers.size()).forEach(peer -> columns.add("Fenced / " + shortName(peer)));
+        out.append("## Uncontended acquire + release pairs (distinct names)\n\n");
+        header(out, columns);
+        for (List<Workloads.Uncontended> row : uncontended) {
+            out.append("| ").append(row.get(0).inFlight()).append(" |");
+            for (Workloads.Uncontended peer : row) {
+                out.append(String.format(Locale.ROOT, " %.0f |", peer.pairsPerSecond()));
+            }
+            for (Workloads.Uncontended peer : row.subList(1, row.size())) {
+                out.append(String.format(Locale.ROOT, " %.2f |", row.get(0).pairsPerSecond() / peer.pairsPerSecond()));
+            }
+            out.append('\n');
+        }
+        out.append("\nLatency of a pair, p50 / p99 in µs:\n\n");
+        header(out, peers);
+        for (List<Workloads.Uncontended> row : uncontended) {
+            out.append("| ").append(row.get(0).inFlight()).append(" |");
+            for (Workloads.Uncontended peer : row) {
+                out.append(String.format(Locale.ROOT, " %.0f / %.0f |", peer.p50Micros(), peer.p99Micros()));
+            }
+            out.append('\n');
+        }
+    }
+
+    /** A table header whose first column is the in-flight count and the others are numbers. */
+    private static void header(StringBuilder out, List<String> columns) {
+        out.append("| in flight |");
+        columns.forEach(column -> out.append(' ').append(column).append(" |"));
+        out.append("\n|---:|").append("---:|".repeat(columns.size())).append('\n');
+    }
+
+    private void renderLimit(StringBuilder out) {
         out.append("\n## The Redis limit (redis-benchmark, same scripts, one connection)\n\n");
         if (limit.pairsPerSecond() < 0) {
             out.append("redis-benchmark is not installed: no limit measured.\n");
-        } else {
-            out.append(String.format(Locale.ROOT, "| acquire script /s | release script /s | pair limit /s | acquire, pipelined x16 /s |%n"
-                    + "|---:|---:|---:|---:|%n| %.0f | %.0f | %.0f | %.0f |%n", limit.acquirePerSecond(), limit.releasePerSecond(),
-                    limit.pairsPerSecond(), limit.acquirePipelined16PerSecond()));
-            if (!uncontended.isEmpty()) {
-                out.append(String.format(Locale.ROOT, "%nFenced at 1 in flight / pair limit: **%.2f**%n",
-                        uncontended.get(0)[0].pairsPerSecond() / limit.pairsPerSecond()));
+            return;
+        }
+        out.append(String.format(Locale.ROOT, "| acquire script /s | release script /s | pair limit /s | acquire, pipelined x16 /s |%n"
+                + "|---:|---:|---:|---:|%n| %.0f | %.0f | %.0f | %.0f |%n", limit.acquirePerSecond(), limit.releasePerSecond(),
+                limit.pairsPerSecond(), limit.acquirePipelined16PerSecond()));
+        if (!uncontended.isEmpty()) {
+            out.append(String.format(Locale.ROOT, "%nFenced at 1 in flight / pair limit: **%.2f**%n",
+                    uncontended.get(0).get(0).pairsPerSecond() / limit.pairsPerSecond()));
+        }
+    }
+
+    private void renderContended(StringBuilder out) {
+        if (contended.isEmpty()) {
+            return;
+        }
+        out.append("\n## Contended: ").append(contended.get(0).workers()).append(" workers, one lock name, one client\n\n");
+        out.append("| lock | seconds | acquisitions | owner-changing handoffs/s | requests per acquire | commands per acquire "
+                + "(incl. inside scripts) | share changing owner | wait p50 µs | wait p99 µs |\n");
+        out.append("|---|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+        for (Workloads.Contended c : contended) {
+            out.append(String.format(Locale.ROOT, "| %s | %.1f | %d | %.0f | %.2f | %.2f | %.2f | %.0f | %.0f |%n", c.lock(),
+                    c.seconds(), c.acquisitions(), c.handoffsPerSecond(), c.requestsPerAcquire(), c.commandsPerAcquire(),
+                    c.ownerChangeShare(), c.waitP50Micros(), c.waitP99Micros()));
+        }
+        List<String> ratios = contended.subList(1, contended.size()).stream()
+                .map(peer -> format("Fenced / %s handoffs/s: **%.2f**", peer.lock(),
+                        contended.get(0).handoffsPerSecond() / peer.handoffsPerSecond()))
+                .toList();
+        if (!ratios.isEmpty()) {
+            out.append('\n').append(String.join("; ", ratios)).append('\n');
+        }
+    }
+
+    private void renderHeld(StringBuilder out) {
+        if (held.isEmpty()) {
+            return;
+        }
+        out.append("\n## Held leases: ").append(held.get(0).leases()).append(" leases held with renewal (lease ")
+                .append(heldLeaseTime.toSeconds()).append(" s, renewed every third of it)\n\n");
+        out.append("| lock | seconds | renewal round trips/s | Redis commands/s (incl. inside scripts) | JVM threads added by the client "
+                + "| heap bytes per held lease |\n");
+        out.append("|---|---:|---:|---:|---:|---:|\n");
+        for (Workloads.Held h : held) {
+            out.append(String.format(Locale.ROOT, "| %s | %.1f | %.2f | %.2f | %d | %.0f |%n", h.lock(), h.seconds(),
+                    h.renewalRoundTripsPerSecond(), h.commandsPerSecond(), h.threadsAdded(), h.heapBytesPerLease()));
+        }
+    }
+
+    private void renderStorage(StringBuilder out) {
+        Storage s = storage;
+        if (s == null) {
+            return;
+        }
+        out.append("\n## Storage: PostgreSQL over R2DBC\n\n");
+        out.append("| workload | operations | per second | p50 µs | p99 µs |\n|---|---:|---:|---:|---:|\n");
+        for (StorageWorkloads.Writes w : List.of(s.plain(), s.fenced(), s.unlockedBatch(), s.lockedBatch())) {
+            out.append(String.format(Locale.ROOT, "| %s | %d | %.0f | %.0f | %.0f |%n", w.kind(), w.count(), w.perSecond(),
+                    w.p50Micros(), w.p99Micros()));
+        }
+        out.append(String.format(Locale.ROOT, "%nFenced UPDATE / plain UPDATE: **%.2f**; locked batch / unlocked batch: **%.2f**%n",
+                s.fenced().perSecond() / s.plain().perSecond(), s.lockedBatch().perSecond() / s.unlockedBatch().perSecond()));
+    }
+
+    private void renderTargets(StringBuilder out) {
+        List<Target> targets = targets();
+        if (targets.isEmpty()) {
+            return;
+        }
+        out.append("\n## Against the targets of the benchmark issue\n\n");
+        if (!"full".equals(mode)) {
+            out.append("Quick mode: the counts are too small for these verdicts to mean anything.\n\n");
+        }
+        out.append("| target | measured | |\n|---|---|---|\n");
+        for (Target t : targets) {
+            out.append("| ").append(t.what()).append(" | ").append(t.measured()).append(" | ").append(t.met() ? "met" : "missed")
+                    .append(" |\n");
+        }
+    }
+
+    private List<Target> targets() {
+        List<Target> targets = new ArrayList<>();
+        Workloads.Uncontended serial = peer(1, "Fenced");
+        Workloads.Uncontended serialBare = peer(1, "bare Lettuce lock");
+        if (serial != null && limit.pairsPerSecond() > 0) {
+            double ratio = serial.pairsPerSecond() / limit.pairsPerSecond();
+            targets.add(new Target("1 in flight ≥ 0.9 of the single-connection pair limit", format("%.2f", ratio), ratio >= 0.9));
+        }
+        if (serial != null && serialBare != null) {
+            double ratio = serial.p50Micros() / serialBare.p50Micros();
+            targets.add(new Target("1 in flight: p50 within 10% of the bare Lettuce lock",
+                    format("%.0f µs vs %.0f µs (%.2f)", serial.p50Micros(), serialBare.p50Micros(), ratio), ratio <= 1.1));
+        }
+        Workloads.Uncontended fenced64 = peer(64, "Fenced");
+        Workloads.Uncontended rlock64 = peer(64, "Redisson RLock");
+        Workloads.Uncontended bare64 = peer(64, "bare Lettuce lock");
+        if (fenced64 != null && rlock64 != null) {
+            double ratio = fenced64.pairsPerSecond() / rlock64.pairsPerSecond();
+            targets.add(new Target("64 in flight ≥ 3× Redisson RLock (reactive)", format("%.2f×", ratio), ratio >= 3));
+        }
+        if (fenced64 != null && bare64 != null) {
+            double ratio = fenced64.pairsPerSecond() / bare64.pairsPerSecond();
+            targets.add(new Target("64 in flight ≥ 0.95 of the bare Lettuce lock", format("%.2f", ratio), ratio >= 0.95));
+        }
+        if (fenced64 != null) {
+            targets.add(new Target("64 in flight: p99 ≤ 2 ms", format("%.1f ms", fenced64.p99Micros() / 1000),
+                    fenced64.p99Micros() <= 2_000));
+        }
+        Workloads.Contended fencedContended = contended("Fenced");
+        Workloads.Contended rlockContended = contended("Redisson RLock");
+        if (fencedContended != null && rlockContended != null) {
+            double ratio = fencedContended.handoffsPerSecond() / rlockContended.handoffsPerSecond();
+            targets.add(new Target("contended: ≥ 1.2× Redisson RLock's owner-changing handoffs/s", format("%.2f×", ratio), ratio >= 1.2));
+        }
+        if (fencedContended != null) {
+            targets.add(new Target("contended: < 3 Redis requests per successful acquire",
+                    format("%.2f", fencedContended.requestsPerAcquire()), fencedContended.requestsPerAcquire() < 3));
+            targets.add(new Target("contended: ≥ 80% of acquisitions change owner",
+                    format("%.0f%%", fencedContended.ownerChangeShare() * 100), fencedContended.ownerChangeShare() >= 0.8));
+            targets.add(new Target("contended: wait p99 ≤ 100 ms", format("%.0f ms", fencedContended.waitP99Micros() / 1000),
+                    fencedContended.waitP99Micros() <= 100_000));
+        }
+        Workloads.Held fencedHeld = held.stream().filter(h -> h.lock().equals("Fenced")).findFirst().orElse(null);
+        if (fencedHeld != null) {
+            double period = heldLeaseTime.toMillis() / 3000.0;
+            double per100 = fencedHeld.renewalRoundTripsPerSecond() * period / (fencedHeld.leases() / 100.0);
+            targets.add(new Target("held: ≤ 1 renewal round trip per 100 leases per renewal period",
+                    format("%.2f/s for %d leases every %.0f s (%.2f per 100)", fencedHeld.renewalRoundTripsPerSecond(),
+                            fencedHeld.leases(), period, per100), per100 <= 1));
+            targets.add(new Target("held: < 1 KB heap per held lease", format("%.0f B", fencedHeld.heapBytesPerLease()),
+                    fencedHeld.heapBytesPerLease() < 1024));
+        }
+        Storage s = storage;
+        if (s != null) {
+            double update = s.fenced().perSecond() / s.plain().perSecond();
+            double batch = s.lockedBatch().perSecond() / s.unlockedBatch().perSecond();
+            targets.add(new Target("fenced UPDATE ≥ 0.95× plain UPDATE", format("%.2f", update), update >= 0.95));
+            targets.add(new Target("locked batch ≥ 0.6× unlocked batch", format("%.2f", batch), batch >= 0.6));
+        }
+        return targets;
+    }
+
+    private Workloads.@org.jspecify.annotations.Nullable Uncontended peer(int inFlight, String lock) {
+        for (List<Workloads.Uncontended> row : uncontended) {
+            for (Workloads.Uncontended u : row) {
+                if (u.inFlight() == inFlight && u.lock().equals(lock)) {
+                    return u;
+                }
             }
         }
+        return null;
+    }
 
-        if (contended != null) {
-            out.append("\n## Contended: ").append(contended.workers()).append(" workers, one lock name, one client\n\n");
-            out.append("| seconds | acquisitions | owner-changing handoffs/s | requests per acquire | commands per acquire "
-                    + "(incl. inside scripts) | share changing owner | wait p50 µs | wait p99 µs |\n");
-            out.append("|---:|---:|---:|---:|---:|---:|---:|---:|\n");
-            out.append(String.format(Locale.ROOT, "| %.1f | %d | %.0f | %.2f | %.2f | %.2f | %.0f | %.0f |%n", contended.seconds(),
-                    contended.acquisitions(), contended.handoffsPerSecond(), contended.requestsPerAcquire(),
-                    contended.commandsPerAcquire(),
-                    contended.ownerChangeShare(), contended.waitP50Micros(), contended.waitP99Micros()));
-        }
+    private Workloads.@org.jspecify.annotations.Nullable Contended contended(String lock) {
+        return contended.stream().filter(c -> c.lock().equals(lock)).findFirst().orElse(null);
+    }
 
-        if (held != null) {
-            out.append("\n## Held leases: ").append(held.leases()).append(" leases held with renewal\n\n");
-            out.append("| seconds | renewal round trips/s | Redis commands/s (incl. inside scripts) | JVM threads added by the client | heap bytes per held lease |\n");
-            out.append("|---:|---:|---:|---:|---:|\n");
-            out.append(String.format(Locale.ROOT, "| %.1f | %.2f | %.2f | %d | %.0f |%n", held.seconds(),
-                    held.renewalRoundTripsPerSecond(), held.commandsPerSecond(), held.threadsAdded(), held.heapBytesPerLease()));
-        }
-        out.append("\nNot measured yet: Redisson (RLock, RFencedLock) as a peer, and the PostgreSQL storage workloads.\n");
-        return out.toString();
+    /** The column title of a ratio: "bare" for the bare Lettuce lock, Redisson's class name for Redisson's locks. */
+    private static String shortName(String lock) {
+        return lock.startsWith("Redisson ") ? lock.substring("Redisson ".length()) : lock.replace(" Lettuce lock", "");
+    }
+
+    private static String format(String pattern, Object... args) {
+        return String.format(Locale.ROOT, pattern, args);
     }
 }

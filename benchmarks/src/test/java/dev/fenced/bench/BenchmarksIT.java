@@ -9,9 +9,12 @@ import org.junit.jupiter.api.Test;
 
 /**
  * Runs the harness in the mode of the {@code bench.mode} property (quick by default, which is what CI runs)
- * and checks that the report is complete and well-formed. It asserts no timing: a benchmark measures.
+ * and checks that the report is complete and well-formed: every workload, every peer, every ratio and every
+ * target has a number. It asserts no timing: a benchmark measures.
  */
 class BenchmarksIT {
+
+    private static final String NUMBER = "[0-9]+(\\.[0-9]+)?";
 
     @Test
     void harnessRunsEveryWorkloadAndWritesAWellFormedReport() throws Exception {
@@ -20,8 +23,32 @@ class BenchmarksIT {
         String report = Files.readString(Benchmarks.run(mode, output));
         System.out.println(report);
 
-        assertThat(report).contains("## Uncontended acquire + release pairs", "## Contended: 64 workers", "## Held leases");
-        assertThat(report.lines().filter(l -> l.matches("\\| (1|64|1024) \\| [0-9]+ \\|.*"))).hasSize(3);
-        assertThat(report).doesNotContain("NaN", "Infinity", "| -1 ");
+        assertThat(report).contains("## Uncontended acquire + release pairs", "## Contended: 64 workers", "## Held leases",
+                "## Storage: PostgreSQL over R2DBC", "## Against the targets of the benchmark issue");
+        // Four peers' pairs/s, then Fenced / bare, / RLock and / RFencedLock, at each in-flight count.
+        assertThat(report.lines().filter(l -> l.matches("\\| (1|64|1024) \\|( " + NUMBER + " \\|){7}"))).hasSize(3);
+        assertThat(report.lines().filter(l -> l.matches("\\| (1|64|1024) \\|( " + NUMBER + " / " + NUMBER + " \\|){4}")))
+                .hasSize(3);
+        for (String lock : new String[] {"Fenced", "Redisson RLock", "Redisson RFencedLock"}) {
+            assertThat(report.lines().filter(l -> l.matches("\\| " + lock + " \\|( " + NUMBER + " \\|){8}")))
+                    .as("contended row of %s", lock).hasSize(1);
+        }
+        for (String lock : new String[] {"Fenced", "Redisson RLock"}) {
+            assertThat(report.lines().filter(l -> l.matches("\\| " + lock + " \\|( -?" + NUMBER + " \\|){5}")))
+                    .as("held row of %s", lock).hasSize(1);
+        }
+        for (String kind : new String[] {"plain UPDATE", "fenced UPDATE", "batch without locks",
+                "batch, acquire \\+ fenced write \\+ release"}) {
+            assertThat(report.lines().filter(l -> l.matches("\\| " + kind + " \\|( " + NUMBER + " \\|){4}")))
+                    .as("storage row %s", kind).hasSize(1);
+        }
+        assertThat(report)
+                .containsPattern("Fenced / Redisson RLock handoffs/s: \\*\\*" + NUMBER + "\\*\\*")
+                .containsPattern("Fenced / Redisson RFencedLock handoffs/s: \\*\\*" + NUMBER + "\\*\\*")
+                .containsPattern("Fenced UPDATE / plain UPDATE: \\*\\*" + NUMBER
+                        + "\\*\\*; locked batch / unlocked batch: \\*\\*" + NUMBER + "\\*\\*");
+        // Every target of the issue has a verdict (the limit's only when redis-benchmark is installed).
+        assertThat(report.lines().filter(l -> l.matches("\\| .+ \\| .+ \\| (met|missed) \\|"))).hasSizeGreaterThanOrEqualTo(12);
+        assertThat(report).doesNotContain("NaN", "Infinity", "| -1 ", " -1 /");
     }
 }

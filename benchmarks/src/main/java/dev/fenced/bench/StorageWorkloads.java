@@ -1,0 +1,112 @@
+package dev.fenced.bench;
+
+import dev.fenced.lock.AcquireOptions;
+import dev.fenced.lock.FencedLease;
+import dev.fenced.lock.FencedLockClient;
+import dev.fenced.r2dbc.FencedWrite;
+import io.r2dbc.spi.Connection;
+import io.r2dbc.spi.Result;
+import java.time.Duration;
+import reactor.core.publisher.Flux;
+import reactor.core.publisher.Mono;
+
+/**
+ * The storage workloads on PostgreSQL over R2DBC: a token-guarded {@code UPDATE} ({@link FencedWrite}) against
+ * the same plain {@code UPDATE}, and a batch that locks every item (acquire, fenced write, release) against the
+ * same batch without locks. Both sides of a comparison share the pool, the rows and the concurrency.
+ */
+final class StorageWorkloads {
+
+    /** Operations in flight in both storage workloads. */
+    static final int CONCURRENCY = 64;
+
+    private final BenchPostgres db;
+    private final int rows;
+
+    StorageWorkloads(BenchPostgres db, int rows) {
+        this.db = db;
+        this.rows = rows;
+    }
+
+    /** A run of writes: how many, how fast, and the latency of each (including the wait for a connection). */
+    record Writes(String kind, int count, double perSecond, double p50Micros, double p99Micros) {
+    }
+
+    /**
+     * {@code count} plain updates of the balance, on distinct rows in turn.
+     *
+     * @param count how many
+     * @param round distinguishes rounds (the balance written)
+     * @return the measurement
+     */
+    Writes plainUpdates(int count, int round) {
+        return run("plain UPDATE", count, i -> plainUpdate(i % rows, round));
+    }
+
+    /**
+     * {@code count} token-guarded updates of the balance by one held lease, on distinct rows in turn: the
+     * storage rule's cost alone, with no lock traffic.
+     *
+     * @param lease the lease whose token every write carries
+     * @param count how many
+     * @param round distinguishes rounds (the balance written)
+     * @return the measurement
+     */
+    Writes fencedUpdates(FencedLease lease, int count, int round) {
+        FencedWrite write = FencedWrite.into(db.table);
+        return run("fenced UPDATE", count, i -> write.key("id", (long) (i % rows)).set("balance", (long) round)
+                .update(db.connections, lease).then());
+    }
+
+    /**
+     * A batch of {@code items} accounts, each updated once, without locks.
+     *
+     * @param items how many items
+     * @param round distinguishes rounds
+     * @return the measurement
+     */
+    Writes unlockedBatch(int items, int round) {
+        return run("batch without locks", items, i -> plainUpdate(i % rows, round));
+    }
+
+    /**
+     * The same batch, each item under its own lock: acquire {@code account-<id>}, fenced update, release.
+     *
+     * @param locks the lock client
+     * @param items how many items
+     * @param round distinguishes rounds
+     * @return the measurement
+     */
+    Writes lockedBatch(FencedLockClient locks, int items, int round) {
+        FencedWrite write = FencedWrite.into(db.table);
+        return run("batch, acquire + fenced write + release", items, i -> {
+            long id = i % rows;
+            return locks.withLease("account-" + id, AcquireOptions.defaults(),
+                            lease -> write.key("id", id).set("balance", (long) round).update(db.connections, lease))
+                    .then();
+        });
+    }
+
+    private Mono<Void> plainUpdate(long id, long balance) {
+        return Mono.usingWhen(db.connections.create(),
+                        (Connection c) -> Flux.from(c.createStatement("UPDATE " + db.table + " SET balance = $1 WHERE id = $2")
+                                        .bind(0, balance).bind(1, id).execute())
+                                .flatMap(Result::getRowsUpdated)
+                                .reduce(0L, Long::sum),
+                        Connection::close)
+                .flatMap(updated -> updated == 1 ? Mono.<Void>empty() : Mono.error(BenchmarkException.rowMissing(db.table, id)));
+    }
+
+    private static Writes run(String kind, int count, java.util.function.IntFunction<Mono<Void>> write) {
+        Latencies latencies = new Latencies(count);
+        long start = System.nanoTime();
+        Flux.range(0, count)
+                .flatMap(i -> Mono.defer(() -> {
+                    long t0 = System.nanoTime();
+                    return write.apply(i).doOnSuccess(v -> latencies.record(System.nanoTime() - t0));
+                }), CONCURRENCY)
+                .blockLast(Duration.ofMinutes(10));
+        double seconds = (System.nanoTime() - start) / 1e9;
+        return new Writes(kind, count, count / seconds, latencies.percentileMicros(50), latencies.percentileMicros(99));
+    }
+}
