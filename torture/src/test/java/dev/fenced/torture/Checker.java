@@ -1,0 +1,246 @@
+package dev.fenced.torture;
+
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.Collections;
+import java.util.HashMap;
+import java.util.HashSet;
+import java.util.List;
+import java.util.Map;
+import java.util.Set;
+import java.util.TreeMap;
+
+/**
+ * Checks one run's history and the final database against the invariants of issue #5:
+ * <ul>
+ *   <li><b>I1</b> per resource, the tokens of committed writes never decrease in commit order (audit id), and
+ *       each token value has one owner;</li>
+ *   <li><b>I2</b> the final balance equals the number of committed increments (audit rows) and lies between
+ *       the acknowledged increments and those plus the unknown outcomes; every acknowledged write is in the
+ *       audit table and no rejected or abandoned one is;</li>
+ *   <li><b>I3</b> by real time: no write is accepted that was sent after a write with a higher token (or the
+ *       same token of another owner) had been acknowledged;</li>
+ *   <li><b>I4</b> after every fault heals, some acquire succeeds within lease time + {@link #BACKOFF}; per
+ *       worker, resource and fault epoch, storage rejects a claim made under a valid lease at most once (one
+ *       floor catch-up ends the rejections); no lock is left behind by a cancelled acquire;</li>
+ *   <li><b>I5</b> every lost lease's signal fires no later than its local deadline (or the end of the holder's
+ *       freeze) plus {@link #LOSS_SIGNAL_BOUND}; a lease whose deadline passed before release was signalled.</li>
+ * </ul>
+ * Pure: no I/O. Thread-safe (stateless).
+ */
+final class Checker {
+
+    /** The allowance for reconnect back-off and waiter timers in I4. */
+    static final Duration BACKOFF = Duration.ofSeconds(3);
+
+    /** The "small bound" of I5. */
+    static final Duration LOSS_SIGNAL_BOUND = Duration.ofMillis(500);
+
+    private static final int MAX_EXAMPLES = 5;
+
+    private Checker() {
+    }
+
+    static Result check(String scenario, Arm arm, Duration leaseTime, History history, Map<String, Long> balances,
+            List<Ledger.AuditRow> audit) {
+        List<History.Op> ops = history.ops();
+        List<String> examples = new ArrayList<>();
+        int i1 = checkI1(audit, examples);
+        int i2 = checkI2(ops, balances, audit, examples);
+        int i3 = checkI3(ops, audit, examples);
+        int i4 = checkI4(leaseTime, history, ops, examples);
+        List<Long> latencies = new ArrayList<>();
+        int i5 = arm == Arm.PLAIN_TTL ? 0 : checkI5(ops, latencies, examples);
+        Collections.sort(latencies);
+        int ok = count(ops, History.Outcome.OK);
+        int stale = count(ops, History.Outcome.STALE);
+        int lost = count(ops, History.Outcome.LOST);
+        int unknown = count(ops, History.Outcome.UNKNOWN);
+        int lossSignals = (int) ops.stream().filter(op -> op.lease().lostAt() != 0).count();
+        return new Result(scenario, arm, ops.size(), ok, stale, lost, unknown, history.acquireFailures(), lossSignals,
+                i1, i2, i3, i4, i5, percentile(latencies, 50), percentile(latencies, 99), arm == Arm.PLAIN_TTL,
+                List.copyOf(examples.subList(0, Math.min(examples.size(), MAX_EXAMPLES * 5))));
+    }
+
+    private static int checkI1(List<Ledger.AuditRow> audit, List<String> examples) {
+        int violations = 0;
+        Map<String, Long> last = new HashMap<>();
+        Map<String, String> ownerOfToken = new HashMap<>();
+        for (Ledger.AuditRow row : audit) {
+            Long previous = last.put(row.resource(), row.token());
+            if (previous != null && row.token() < previous) {
+                violations++;
+                example(examples, "I1", row.resource() + ": token " + row.token() + " (" + row.opId()
+                        + ") committed after token " + previous);
+            }
+            String owner = ownerOfToken.putIfAbsent(row.resource() + "#" + row.token(), row.owner());
+            if (owner != null && !owner.equals(row.owner())) {
+                violations++;
+                example(examples, "I1", row.resource() + ": token " + row.token() + " committed by two owners ("
+                        + row.opId() + ")");
+            }
+        }
+        return violations;
+    }
+
+    private static int checkI2(List<History.Op> ops, Map<String, Long> balances, List<Ledger.AuditRow> audit,
+            List<String> examples) {
+        int violations = 0;
+        Set<String> committed = new HashSet<>();
+        Map<String, Integer> rows = new HashMap<>();
+        for (Ledger.AuditRow row : audit) {
+            committed.add(row.opId());
+            rows.merge(row.resource(), 1, Integer::sum);
+        }
+        for (Map.Entry<String, Long> account : balances.entrySet()) {
+            String resource = account.getKey();
+            long balance = account.getValue();
+            long ok = ops.stream().filter(op -> op.resource().equals(resource) && op.outcome() == History.Outcome.OK).count();
+            long unknown = ops.stream().filter(op -> op.resource().equals(resource) && op.outcome() == History.Outcome.UNKNOWN).count();
+            int increments = rows.getOrDefault(resource, 0);
+            if (balance != increments || balance < ok || balance > ok + unknown) {
+                violations++;
+                example(examples, "I2", resource + ": balance " + balance + ", " + increments + " committed increments, "
+                        + ok + " acknowledged, " + unknown + " unknown (lost updates: " + Math.max(0, increments - balance) + ")");
+            }
+        }
+        for (History.Op op : ops) {
+            boolean inAudit = committed.contains(op.id());
+            if (op.outcome() == History.Outcome.OK && !inAudit) {
+                violations++;
+                example(examples, "I2", op.id() + " was acknowledged but is not in the audit table");
+            } else if ((op.outcome() == History.Outcome.STALE || op.outcome() == History.Outcome.LOST) && inAudit) {
+                violations++;
+                example(examples, "I2", op.id() + " was reported " + op.outcome() + " but committed");
+            }
+        }
+        return violations;
+    }
+
+    private static int checkI3(List<History.Op> ops, List<Ledger.AuditRow> audit, List<String> examples) {
+        Set<String> committed = new HashSet<>();
+        for (Ledger.AuditRow row : audit) {
+            committed.add(row.opId());
+        }
+        Map<String, List<History.Op>> byResource = new TreeMap<>();
+        for (History.Op op : ops) {
+            if (committed.contains(op.id())) {
+                byResource.computeIfAbsent(op.resource(), r -> new ArrayList<>()).add(op);
+            }
+        }
+        int violations = 0;
+        for (List<History.Op> writes : byResource.values()) {
+            for (History.Op later : writes) {
+                for (History.Op acked : writes) {
+                    if (acked.outcome() != History.Outcome.OK || later == acked
+                            || later.writeInvokedAt() - acked.completedAt() <= 0) {
+                        continue;
+                    }
+                    boolean older = later.token() < acked.token()
+                            || (later.token() == acked.token() && !later.owner().equals(acked.owner()));
+                    if (older) {
+                        violations++;
+                        example(examples, "I3", later.id() + " (token " + later.token() + ") was accepted after "
+                                + acked.id() + " (token " + acked.token() + ") had been acknowledged");
+                        break;
+                    }
+                }
+            }
+        }
+        return violations;
+    }
+
+    private static int checkI4(Duration leaseTime, History history, List<History.Op> ops, List<String> examples) {
+        int violations = 0;
+        long bound = leaseTime.plus(BACKOFF).toNanos();
+        List<History.Fault> faults = history.faults();
+        for (History.Fault fault : faults) {
+            Long first = history.firstAcquireAfter(fault.healedAt());
+            if (first == null || first - fault.healedAt() > bound) {
+                violations++;
+                example(examples, "I4", "no acquire within " + Duration.ofNanos(bound).toMillis() + " ms after "
+                        + fault.kind() + " healed" + (first == null ? "" : " (took " + (first - fault.healedAt()) / 1_000_000 + " ms)"));
+            }
+        }
+        Map<String, Integer> claimRejections = new HashMap<>();
+        for (History.Op op : ops) {
+            if (op.outcome() == History.Outcome.STALE && op.step() == History.Step.CLAIM) {
+                int epoch = 0;
+                for (History.Fault fault : faults) {
+                    if (op.acquiredAt() - fault.injectedAt() >= 0) {
+                        epoch++;
+                    }
+                }
+                String key = op.worker() + "|" + op.resource() + "|" + epoch;
+                if (claimRejections.merge(key, 1, Integer::sum) > 1) {
+                    violations++;
+                    example(examples, "I4", op.id() + ": a second claim rejection on " + op.resource()
+                            + " in one fault epoch (the floor catch-up did not end them)");
+                }
+            }
+        }
+        for (String orphan : history.orphans()) {
+            violations++;
+            example(examples, "I4", "lock left behind: " + orphan);
+        }
+        return violations;
+    }
+
+    private static int checkI5(List<History.Op> ops, List<Long> latencies, List<String> examples) {
+        int violations = 0;
+        long bound = LOSS_SIGNAL_BOUND.toNanos();
+        for (History.Op op : ops) {
+            Grant.LeaseRecord lease = op.lease();
+            if (!lease.fenced()) {
+                continue;
+            }
+            long deadline = lease.effectiveDeadline();
+            if (lease.lostAt() != 0) {
+                long latency = lease.lostAt() - deadline;
+                latencies.add(latency);
+                if (latency > bound) {
+                    violations++;
+                    example(examples, "I5", op.id() + ": loss (" + lease.lossReason() + ") signalled "
+                            + latency / 1_000_000 + " ms after the deadline");
+                }
+            } else if (lease.releasedAt() != 0 && lease.releasedAt() - deadline > bound) {
+                violations++;
+                example(examples, "I5", op.id() + ": released " + (lease.releasedAt() - deadline) / 1_000_000
+                        + " ms after its deadline with no loss signal (outcome " + lease.releaseOutcome() + ")");
+            }
+        }
+        return violations;
+    }
+
+    private static int count(List<History.Op> ops, History.Outcome outcome) {
+        return (int) ops.stream().filter(op -> op.outcome() == outcome).count();
+    }
+
+    private static long percentile(List<Long> sorted, int p) {
+        if (sorted.isEmpty()) {
+            return Long.MIN_VALUE;
+        }
+        int index = (int) Math.ceil(p / 100.0 * sorted.size()) - 1;
+        return sorted.get(Math.max(0, Math.min(sorted.size() - 1, index)));
+    }
+
+    private static void example(List<String> examples, String invariant, String text) {
+        if (examples.stream().filter(e -> e.startsWith(invariant)).count() < MAX_EXAMPLES) {
+            examples.add(invariant + " " + text);
+        }
+    }
+
+    /**
+     * The summary of one run.
+     *
+     * @param noLossSignals the arm has no loss signal (plain TTL): I5 does not apply
+     */
+    record Result(String scenario, Arm arm, int operations, int accepted, int staleRejected, int lost, int unknown,
+            int acquireFailures, int lossSignals, int i1, int i2, int i3, int i4, int i5, long lossP50Nanos,
+            long lossP99Nanos, boolean noLossSignals, List<String> examples) {
+
+        int violations() {
+            return i1 + i2 + i3 + i4 + i5;
+        }
+    }
+}

@@ -1,0 +1,233 @@
+package dev.fenced.torture;
+
+import dev.fenced.lock.FencedLease;
+import dev.fenced.lock.StaleFencingTokenException;
+import dev.fenced.r2dbc.FencedWrite;
+import io.r2dbc.pool.ConnectionPool;
+import io.r2dbc.pool.ConnectionPoolConfiguration;
+import io.r2dbc.spi.Connection;
+import io.r2dbc.spi.ConnectionFactories;
+import io.r2dbc.spi.ConnectionFactory;
+import io.r2dbc.spi.Result;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.UUID;
+import org.jspecify.annotations.Nullable;
+import reactor.core.publisher.Flux;
+import reactor.core.publisher.Mono;
+
+/**
+ * The system of record of the workload, in PostgreSQL: an account table (one balance per resource, with the
+ * fencing token and owner columns) and an audit table with one row per committed increment, inserted in the
+ * same transaction. The audit table's {@code id} is taken after the account row is locked by the increment,
+ * so per resource it follows commit order.
+ *
+ * <p>How a step is guarded depends on the {@link Arm}: Fenced uses the library's {@link FencedWrite}; the
+ * control arms use the SQL a user without the library might write. Blocking: called from worker threads.
+ * Thread-safe.
+ */
+final class Ledger implements AutoCloseable {
+
+    static final Duration STATEMENT_TIMEOUT = Duration.ofSeconds(10);
+
+    final String accounts;
+    final String audit;
+    private final ConnectionPool pool;
+
+    private Ledger(String r2dbcUrl, String suffix) {
+        ConnectionFactory raw = ConnectionFactories.get(r2dbcUrl);
+        this.pool = new ConnectionPool(ConnectionPoolConfiguration.builder(raw).maxSize(24).build());
+        this.accounts = "torture_" + suffix + "_account";
+        this.audit = "torture_" + suffix + "_audit";
+    }
+
+    /** Creates fresh tables for one run of one scenario and arm. */
+    static Ledger create(String r2dbcUrl, List<String> resources) {
+        Ledger ledger = new Ledger(r2dbcUrl, UUID.randomUUID().toString().replace("-", "").substring(0, 12));
+        try {
+            ledger.execute("CREATE TABLE " + ledger.accounts + " (id text PRIMARY KEY, balance bigint NOT NULL, "
+                    + "fencing_token bigint, fencing_owner text)");
+            ledger.execute("CREATE TABLE " + ledger.audit + " (id bigserial PRIMARY KEY, resource text NOT NULL, "
+                    + "token bigint NOT NULL, owner text NOT NULL, op_id text NOT NULL UNIQUE)");
+            for (String resource : resources) {
+                ledger.execute("INSERT INTO " + ledger.accounts + " (id, balance) VALUES ('" + resource + "', 0)");
+            }
+        } catch (RuntimeException e) {
+            ledger.close();
+            throw e;
+        }
+        return ledger;
+    }
+
+    /** Opens the tables of a run made by another process (the child JVM). */
+    static Ledger open(String r2dbcUrl, String accounts, String audit) {
+        Ledger ledger = new Ledger(r2dbcUrl, "x");
+        return ledger.withNames(accounts, audit);
+    }
+
+    private Ledger withNames(String accountsTable, String auditTable) {
+        return new Ledger(this, accountsTable, auditTable);
+    }
+
+    private Ledger(Ledger from, String accounts, String audit) {
+        this.pool = from.pool;
+        this.accounts = accounts;
+        this.audit = audit;
+    }
+
+    /**
+     * Claims the resource for the grant, then reads its balance. The claim moves the row's fence to the
+     * grant's token first, so that once a newer holder has read, an older one can no longer write: fencing
+     * the write alone cannot protect a read-modify-write whose stale writer commits before the newer
+     * holder's write.
+     *
+     * @throws StaleFencingTokenException if storage holds a newer token (or the same token of another owner)
+     */
+    long claimAndRead(Arm arm, Grant grant) {
+        String resource = grant.resource();
+        switch (arm) {
+            case FENCED -> {
+                FencedLease lease = grant.requireLease();
+                block(FencedWrite.into(accounts).key("id", resource).update(pool, lease));
+            }
+            case TOKEN_ONLY -> block(Mono.usingWhen(pool.create(),
+                    c -> tokenOnly(c, grant, grant.requireLease(), "fencing_token = $1, fencing_owner = $2", List.of()),
+                    Connection::close));
+            case PLAIN_TTL -> {
+                // No fencing: the plain lock is all there is.
+            }
+        }
+        return balance(resource);
+    }
+
+    /**
+     * Writes {@code newBalance} and the audit row in one transaction, guarded as the arm guards writes.
+     *
+     * @param view the lease the write carries: the grant's own, or a view that still believes it is held
+     * @throws StaleFencingTokenException if storage rejected the token (nothing was committed)
+     */
+    void write(Arm arm, Grant grant, @Nullable FencedLease view, long newBalance, String opId) {
+        String resource = grant.resource();
+        block(Mono.usingWhen(pool.create(),
+                c -> Mono.from(c.beginTransaction())
+                        .then(switch (arm) {
+                            case FENCED -> FencedWrite.into(accounts).key("id", resource).set("balance", newBalance)
+                                    .update(c, requireView(view));
+                            case TOKEN_ONLY -> tokenOnly(c, grant, requireView(view),
+                                    "balance = $3, fencing_token = $1, fencing_owner = $2", List.of(newBalance));
+                            case PLAIN_TTL -> rowsUpdated(c.createStatement("UPDATE " + accounts
+                                    + " SET balance = $1 WHERE id = $2").bind(0, newBalance).bind(1, resource));
+                        })
+                        .then(rowsUpdated(c.createStatement("INSERT INTO " + audit
+                                        + " (resource, token, owner, op_id) VALUES ($1, $2, $3, $4)")
+                                .bind(0, resource).bind(1, grant.token()).bind(2, grant.owner()).bind(3, opId)))
+                        .then(Mono.from(c.commitTransaction())),
+                Connection::close,
+                (c, error) -> Mono.from(c.rollbackTransaction()).onErrorResume(e -> Mono.empty()).then(Mono.from(c.close())),
+                c -> Mono.from(c.rollbackTransaction()).onErrorResume(e -> Mono.empty()).then(Mono.from(c.close()))));
+    }
+
+    private static FencedLease requireView(@Nullable FencedLease view) {
+        if (view == null) {
+            throw new IllegalStateException("This arm writes with a lease, but the grant has none");
+        }
+        return view;
+    }
+
+    /**
+     * The control rule "accept iff stored token <= presented token", without the owner check (the
+     * library does not offer it, so it is written here). A rejection is reported to the lease, as the
+     * library does, so that liveness is comparable.
+     */
+    private Mono<Long> tokenOnly(Connection c, Grant grant, FencedLease lease, String set, List<Object> extra) {
+        var statement = c.createStatement("UPDATE " + accounts + " SET " + set
+                + " WHERE id = $" + (3 + extra.size()) + " AND (fencing_token IS NULL OR fencing_token <= $1)");
+        statement.bind(0, lease.token()).bind(1, lease.ownerId());
+        for (int i = 0; i < extra.size(); i++) {
+            statement.bind(2 + i, extra.get(i));
+        }
+        statement.bind(2 + extra.size(), grant.resource());
+        return rowsUpdated(statement).flatMap(rows -> rows > 0 ? Mono.just(rows)
+                : Flux.from(c.createStatement("SELECT fencing_token, fencing_owner FROM " + accounts + " WHERE id = $1")
+                                .bind(0, grant.resource()).execute())
+                        .flatMap(r -> r.map((row, meta) -> {
+                            Long token = row.get(0, Long.class);
+                            String owner = row.get(1, String.class);
+                            return StaleFencingTokenException.of(lease.name(), accounts + " (id = " + grant.resource() + ")",
+                                    lease.token(), lease.ownerId(), token == null ? 0 : token, owner);
+                        }))
+                        .next()
+                        .flatMap(rejection -> {
+                            lease.reportRejectedWrite(rejection);
+                            return Mono.<Long>error(rejection);
+                        }));
+    }
+
+    private static Mono<Long> rowsUpdated(io.r2dbc.spi.Statement statement) {
+        return Flux.from(statement.execute()).flatMap(Result::getRowsUpdated).reduce(0L, Long::sum);
+    }
+
+    long balance(String resource) {
+        List<List<Object>> rows = query("SELECT balance FROM " + accounts + " WHERE id = '" + resource + "'");
+        if (rows.isEmpty()) {
+            throw new IllegalStateException("No account row for " + resource + " in " + accounts);
+        }
+        return ((Number) rows.get(0).get(0)).longValue();
+    }
+
+    Map<String, Long> balances() {
+        Map<String, Long> balances = new LinkedHashMap<>();
+        for (List<Object> row : query("SELECT id, balance FROM " + accounts + " ORDER BY id")) {
+            balances.put((String) row.get(0), ((Number) row.get(1)).longValue());
+        }
+        return balances;
+    }
+
+    /** The audit rows in commit order per resource. */
+    List<AuditRow> auditRows() {
+        List<AuditRow> rows = new ArrayList<>();
+        for (List<Object> row : query("SELECT id, resource, token, owner, op_id FROM " + audit + " ORDER BY id")) {
+            rows.add(new AuditRow(((Number) row.get(0)).longValue(), (String) row.get(1), ((Number) row.get(2)).longValue(),
+                    (String) row.get(3), (String) row.get(4)));
+        }
+        return rows;
+    }
+
+    void drop() {
+        execute("DROP TABLE IF EXISTS " + audit);
+        execute("DROP TABLE IF EXISTS " + accounts);
+    }
+
+    private void execute(String sql) {
+        block(Mono.usingWhen(pool.create(), c -> rowsUpdated(c.createStatement(sql)), Connection::close));
+    }
+
+    private List<List<Object>> query(String sql) {
+        return block(Mono.usingWhen(pool.create(), c -> Flux.from(c.createStatement(sql).execute())
+                        .flatMap(result -> result.map((row, meta) -> {
+                            List<Object> values = new ArrayList<>();
+                            for (int i = 0; i < meta.getColumnMetadatas().size(); i++) {
+                                values.add(row.get(i));
+                            }
+                            return values;
+                        }))
+                        .collectList(),
+                Connection::close));
+    }
+
+    private static <T> T block(Mono<T> mono) {
+        return mono.block(STATEMENT_TIMEOUT);
+    }
+
+    @Override
+    public void close() {
+        pool.disposeLater().onErrorResume(e -> Mono.empty()).block(Duration.ofSeconds(10));
+    }
+
+    /** One committed increment, as the audit table holds it. */
+    record AuditRow(long id, String resource, long token, String owner, String opId) {
+    }
+}

@@ -1,0 +1,197 @@
+package dev.fenced.torture;
+
+import dev.fenced.testservices.EmbeddedRedis;
+import io.lettuce.core.RedisClient;
+import io.lettuce.core.RedisURI;
+import io.lettuce.core.api.StatefulRedisConnection;
+import io.lettuce.core.api.sync.RedisCommands;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.CopyOnWriteArrayList;
+import java.util.function.Function;
+import org.jspecify.annotations.Nullable;
+
+/**
+ * The Redis side of a scenario: either the shared test server, which the nemesis never restarts or flushes,
+ * or a primary and a replica of this suite's own ({@link EmbeddedRedis} processes on free ports), which it
+ * restarts, flushes and fails over. Clients always reach Redis through {@link FaultProxy proxies} made here,
+ * so that a failover can move them to the new primary.
+ *
+ * <p>The replica replicates through a proxy of its own: blackholing it cuts replication, so that writes
+ * acknowledged by the primary are lost when the replica is promoted. Thread-safe for one nemesis thread.
+ */
+final class RedisTopology implements AutoCloseable {
+
+    private static final Duration ADMIN_TIMEOUT = Duration.ofSeconds(10);
+
+    private final String sharedHost;
+    private final int sharedPort;
+    private final @Nullable EmbeddedRedis[] nodes;
+    private final @Nullable FaultProxy replication;
+    private final List<FaultProxy> clientProxies = new CopyOnWriteArrayList<>();
+    private final RedisClient admin = RedisClient.create();
+    private int primary; // index into nodes
+
+    private RedisTopology(String sharedHost, int sharedPort, @Nullable EmbeddedRedis[] nodes, @Nullable FaultProxy replication) {
+        this.sharedHost = sharedHost;
+        this.sharedPort = sharedPort;
+        this.nodes = nodes;
+        this.replication = replication;
+    }
+
+    /** The shared server: only proxy faults (partitions, resets, delays) are allowed on it. */
+    static RedisTopology shared(String host, int port) {
+        return new RedisTopology(host, port, null, null);
+    }
+
+    /** A primary and a replica of our own, replicating through a proxy; returns once the replica is in sync. */
+    static RedisTopology ownPair() {
+        EmbeddedRedis first = EmbeddedRedis.start();
+        EmbeddedRedis second;
+        try {
+            second = EmbeddedRedis.start();
+        } catch (RuntimeException e) {
+            first.close();
+            throw e;
+        }
+        FaultProxy replication = FaultProxy.start("127.0.0.1", first.port());
+        RedisTopology topology = new RedisTopology("", 0, new EmbeddedRedis[] {first, second}, replication);
+        try {
+            topology.attachReplica();
+        } catch (RuntimeException e) {
+            topology.close();
+            throw e;
+        }
+        return topology;
+    }
+
+    boolean ownsServers() {
+        return nodes != null;
+    }
+
+    String primaryHost() {
+        return nodes == null ? sharedHost : "127.0.0.1";
+    }
+
+    int primaryPort() {
+        return nodes == null ? sharedPort : nodes[primary].port();
+    }
+
+    /** A new proxy to the current primary for one client; moved along by {@link #failover()}. */
+    FaultProxy clientProxy() {
+        FaultProxy proxy = FaultProxy.start(primaryHost(), primaryPort());
+        clientProxies.add(proxy);
+        return proxy;
+    }
+
+    List<FaultProxy> clientProxies() {
+        return List.copyOf(clientProxies);
+    }
+
+    /** Restarts the primary without persistence: every key, counters included, is gone. */
+    void restartPrimary() {
+        requireOwn("restart").restart();
+    }
+
+    void flushAll() {
+        onPrimary(c -> c.flushall());
+    }
+
+    void scriptFlush() {
+        onPrimary(c -> c.scriptFlush());
+    }
+
+    /** Waits until the replica acknowledged every write so far; false if it did not within the timeout. */
+    boolean awaitReplicated() {
+        requireOwn("replicate");
+        Long acked = onPrimary(c -> c.waitForReplication(1, 5_000));
+        return acked != null && acked >= 1;
+    }
+
+    /** Stops replication traffic, so the primary's later writes never reach the replica. */
+    void cutReplication() {
+        requireOwn("cut replication");
+        replicationProxy().blackhole();
+    }
+
+    /**
+     * Promotes the replica (whatever it missed is lost), moves every client proxy to it and drops their
+     * connections, then re-attaches the old primary as a replica of the new one.
+     */
+    void failover() {
+        EmbeddedRedis[] pair = requireNodes();
+        FaultProxy replication = replicationProxy();
+        replication.blackhole();
+        int promoted = 1 - primary;
+        on(pair[promoted].port(), c -> c.replicaofNoOne());
+        primary = promoted;
+        for (FaultProxy proxy : clientProxies) {
+            proxy.retarget("127.0.0.1", pair[promoted].port());
+            proxy.resetAll();
+        }
+        attachReplica();
+    }
+
+    private void attachReplica() {
+        EmbeddedRedis[] pair = requireNodes();
+        FaultProxy replication = replicationProxy();
+        replication.retarget("127.0.0.1", pair[primary].port());
+        replication.resetAll();
+        replication.resume();
+        on(pair[1 - primary].port(), c -> c.replicaof("127.0.0.1", replication.port()));
+        onPrimary(c -> c.set("torture:topology", "attached"));
+        if (!awaitReplicated()) {
+            throw new IllegalStateException("The replica on port " + pair[1 - primary].port()
+                    + " did not catch up with the primary on port " + pair[primary].port() + " within 5 s");
+        }
+    }
+
+    <T> T onPrimary(Function<RedisCommands<String, String>, T> command) {
+        return on(primaryPort(), command);
+    }
+
+    private <T> T on(int port, Function<RedisCommands<String, String>, T> command) {
+        RedisURI uri = RedisURI.builder().withHost(primaryHost()).withPort(port).withTimeout(ADMIN_TIMEOUT).build();
+        try (StatefulRedisConnection<String, String> connection = admin.connect(uri)) {
+            return command.apply(connection.sync());
+        }
+    }
+
+    private EmbeddedRedis requireOwn(String what) {
+        return requireNodes()[primary];
+    }
+
+    private EmbeddedRedis[] requireNodes() {
+        if (nodes == null) {
+            throw new IllegalStateException("The shared Redis must not be restarted, flushed or failed over");
+        }
+        return nodes;
+    }
+
+    private FaultProxy replicationProxy() {
+        if (replication == null) {
+            throw new IllegalStateException("The shared Redis has no replica");
+        }
+        return replication;
+    }
+
+    @Override
+    public void close() {
+        List<AutoCloseable> all = new ArrayList<>(clientProxies);
+        if (replication != null) {
+            all.add(replication);
+        }
+        if (nodes != null) {
+            all.addAll(List.of(nodes));
+        }
+        for (AutoCloseable closeable : all) {
+            try {
+                closeable.close();
+            } catch (Exception e) {
+                // Keep closing the rest; a process that survives is reaped by its own shutdown hook.
+            }
+        }
+        admin.shutdown(Duration.ZERO, Duration.ofSeconds(2));
+    }
+}

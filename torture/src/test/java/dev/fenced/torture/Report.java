@@ -1,0 +1,78 @@
+package dev.fenced.torture;
+
+import java.io.IOException;
+import java.io.UncheckedIOException;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.time.Instant;
+import java.util.ArrayList;
+import java.util.List;
+
+/** The per-scenario summary table, as Markdown: printed and written under {@code target/}. Thread-safe. */
+final class Report {
+
+    private final List<Checker.Result> results = new ArrayList<>();
+    private final long startedAt = System.nanoTime();
+
+    synchronized void add(Checker.Result result) {
+        results.add(result);
+    }
+
+    synchronized String table() {
+        StringBuilder out = new StringBuilder();
+        out.append("| scenario | arm | ops | accepted | stale-rejected | lost | unknown | acquire failed | lost signals "
+                + "| I1 | I2 | I3 | I4 | I5 | loss latency p50 | p99 | verdict |\n");
+        out.append("|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|---|\n");
+        for (Checker.Result r : results) {
+            boolean flagged = r.violations() > 0;
+            String verdict = r.arm().isControl()
+                    ? (flagged ? "flagged, as it must be" : "NOT FLAGGED")
+                    : (flagged ? "VIOLATED" : "ok");
+            out.append("| ").append(r.scenario()).append(" | ").append(r.arm().label())
+                    .append(" | ").append(r.operations()).append(" | ").append(r.accepted())
+                    .append(" | ").append(r.staleRejected()).append(" | ").append(r.lost())
+                    .append(" | ").append(r.unknown()).append(" | ").append(r.acquireFailures())
+                    .append(" | ").append(r.noLossSignals() ? "n/a" : Integer.toString(r.lossSignals()))
+                    .append(" | ").append(r.i1()).append(" | ").append(r.i2()).append(" | ").append(r.i3())
+                    .append(" | ").append(r.i4()).append(" | ").append(r.noLossSignals() ? "n/a" : Integer.toString(r.i5()))
+                    .append(" | ").append(millis(r.lossP50Nanos())).append(" | ").append(millis(r.lossP99Nanos()))
+                    .append(" | ").append(verdict).append(" |\n");
+        }
+        return out.toString();
+    }
+
+    private static String millis(long nanos) {
+        return nanos == Long.MIN_VALUE ? "-" : String.format("%+d ms", Math.round(nanos / 1e6));
+    }
+
+    /** Writes {@code torture-report.md} in {@code directory}; returns the file. */
+    synchronized Path write(Path directory) {
+        String text = "# Torture report\n\n" + "Run finished " + Instant.now() + " after "
+                + Duration.ofNanos(System.nanoTime() - startedAt).toSeconds() + " s.\n\n" + table()
+                + "\nLoss latency: when a lease's loss signal fired, relative to its local validity deadline (or the end "
+                + "of the holder's freeze); negative means before the deadline (Redis said the lease was gone). "
+                + "I5 bound: " + Checker.LOSS_SIGNAL_BOUND.toMillis() + " ms.\n\n" + examples();
+        try {
+            Files.createDirectories(directory);
+            Path file = directory.resolve("torture-report.md");
+            Files.writeString(file, text, StandardCharsets.UTF_8);
+            return file;
+        } catch (IOException e) {
+            throw new UncheckedIOException("Could not write the torture report to " + directory, e);
+        }
+    }
+
+    private String examples() {
+        StringBuilder out = new StringBuilder();
+        for (Checker.Result r : results) {
+            if (!r.examples().isEmpty()) {
+                out.append("## ").append(r.scenario()).append(" (").append(r.arm().label()).append(")\n\n");
+                r.examples().forEach(e -> out.append("- ").append(e).append('\n'));
+                out.append('\n');
+            }
+        }
+        return out.toString();
+    }
+}

@@ -1,0 +1,251 @@
+package dev.fenced.torture;
+
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Set;
+import java.util.UUID;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.TimeUnit;
+import java.util.function.Supplier;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * Runs one scenario in one arm: sets up Redis (through {@link RedisTopology}), fresh tables, the workers and a
+ * deadline sampler, lets the {@link Nemesis} inject its faults until the run's time is up, waits until the
+ * system made progress after the last fault healed, stops the workers, and hands history and database to the
+ * {@link Checker}. Everything it starts is stopped again, also when something fails, and at JVM exit.
+ */
+final class Run {
+
+    private static final Logger LOG = LoggerFactory.getLogger(Run.class);
+
+    /** Injects faults while the workers run, until {@link Context#timeLeft()} is false. */
+    @FunctionalInterface
+    interface Nemesis {
+        void run(Context context) throws Exception;
+    }
+
+    /**
+     * What one run is made of.
+     *
+     * @param topology a new topology for this run, closed by the run
+     */
+    record Setup(String scenario, Arm arm, Supplier<RedisTopology> topology, String r2dbcUrl, int workers,
+            List<String> resources, List<String> witnessResources, Worker.Profile profile, Duration duration) {
+    }
+
+    private Run() {
+    }
+
+    static Checker.Result execute(Setup setup, Nemesis nemesis) throws Exception {
+        LOG.info("Scenario {} ({}) starts", setup.scenario(), setup.arm().label());
+        List<AutoCloseable> resources = new ArrayList<>();
+        Thread reaper = new Thread(() -> closeAll(resources), "torture-reaper");
+        Runtime.getRuntime().addShutdownHook(reaper);
+        List<Thread> threads = new ArrayList<>();
+        Context context = null;
+        try {
+            RedisTopology topology = setup.topology().get();
+            resources.add(topology);
+            List<String> all = new ArrayList<>(setup.resources());
+            all.addAll(setup.witnessResources());
+            Ledger ledger = Ledger.create(setup.r2dbcUrl(), all);
+            resources.add(() -> {
+                try {
+                    ledger.drop();
+                } finally {
+                    ledger.close();
+                }
+            });
+            String prefix = "torture-" + UUID.randomUUID() + ":";
+            History history = new History();
+            Set<Grant> active = ConcurrentHashMap.newKeySet();
+            context = new Context(setup, topology, ledger, prefix, history, active, resources);
+            for (int i = 1; i <= setup.workers(); i++) {
+                Worker worker = context.worker("w" + i, setup.resources());
+                threads.add(start("torture-worker-" + i, worker));
+            }
+            threads.add(start("torture-deadline-sampler", () -> {
+                // Sampling, not synchronisation: renewals move a lease's deadline, and I5 needs the last one.
+                while (!Thread.currentThread().isInterrupted()) {
+                    active.forEach(Grant::sampleDeadline);
+                    try {
+                        TimeUnit.MILLISECONDS.sleep(5);
+                    } catch (InterruptedException e) {
+                        return;
+                    }
+                }
+            }));
+            nemesis.run(context);
+            context.awaitRecovery();
+            context.stop();
+            for (Thread thread : threads) {
+                if (thread.getName().startsWith("torture-worker")) {
+                    thread.join(TimeUnit.SECONDS.toMillis(60));
+                    if (thread.isAlive()) {
+                        throw new IllegalStateException(thread.getName() + " did not finish its operation within 60 s");
+                    }
+                }
+            }
+            context.afterStop();
+            Checker.Result result = Checker.check(setup.scenario(), setup.arm(), setup.profile().leaseTime(), history,
+                    ledger.balances(), ledger.auditRows());
+            LOG.info("Scenario {} ({}): {} operations, {} violations {}; acquire failures: {}", setup.scenario(),
+                    setup.arm().label(), result.operations(), result.violations(), result.examples(),
+                    history.acquireFailureReasons());
+            return result;
+        } finally {
+            if (context != null) {
+                context.stop();
+            }
+            for (Thread thread : threads) {
+                thread.interrupt();
+            }
+            for (Thread thread : threads) {
+                thread.join(TimeUnit.SECONDS.toMillis(30));
+            }
+            closeAll(resources);
+            try {
+                Runtime.getRuntime().removeShutdownHook(reaper);
+            } catch (IllegalStateException e) {
+                // The JVM is exiting: the hook runs anyway.
+            }
+        }
+    }
+
+    private static Thread start(String name, Runnable task) {
+        Thread thread = new Thread(task, name);
+        thread.setDaemon(true);
+        thread.start();
+        return thread;
+    }
+
+    /** Closes in reverse order of creation, each once, continuing past failures. */
+    private static synchronized void closeAll(List<AutoCloseable> resources) {
+        for (int i = resources.size() - 1; i >= 0; i--) {
+            AutoCloseable resource = resources.remove(i);
+            try {
+                resource.close();
+            } catch (Exception e) {
+                LOG.warn("Could not close {}", resource, e);
+            }
+        }
+    }
+
+    /** What a nemesis can use and record. Used from the nemesis thread only, except {@link #isRunning()}. */
+    static final class Context {
+
+        final Setup setup;
+        final RedisTopology topology;
+        final Ledger ledger;
+        final String prefix;
+        final History history;
+        private final Set<Grant> active;
+        private final List<AutoCloseable> resources;
+        private final List<FaultProxy> workerProxies = new ArrayList<>();
+        private final List<Runnable> afterStop = new ArrayList<>();
+        private final long endsAt;
+        private volatile boolean running = true;
+
+        Context(Setup setup, RedisTopology topology, Ledger ledger, String prefix, History history, Set<Grant> active,
+                List<AutoCloseable> resources) {
+            this.setup = setup;
+            this.topology = topology;
+            this.ledger = ledger;
+            this.prefix = prefix;
+            this.history = history;
+            this.active = active;
+            this.resources = resources;
+            this.endsAt = System.nanoTime() + setup.duration().toNanos();
+        }
+
+        Duration leaseTime() {
+            return setup.profile().leaseTime();
+        }
+
+        boolean timeLeft() {
+            return System.nanoTime() - endsAt < 0;
+        }
+
+        boolean isRunning() {
+            return running;
+        }
+
+        /** A worker with a locker of its own, behind a proxy of its own, on {@code resources}. */
+        Worker worker(String name, List<String> resources) {
+            FaultProxy proxy = topology.clientProxy();
+            workerProxies.add(proxy);
+            return new Worker(name, locker(name, proxy), ledger, setup.arm(), resources, history, setup.profile(),
+                    this::isRunning, active);
+        }
+
+        /** The proxies of the workers started by the run (not of witnesses). */
+        List<FaultProxy> workerProxies() {
+            return List.copyOf(workerProxies);
+        }
+
+        /** A locker of this run's arm, behind a new proxy to the current primary; closed with the run. */
+        Locker locker(String name) {
+            return locker(name, topology.clientProxy());
+        }
+
+        private Locker locker(String name, FaultProxy proxy) {
+            Locker locker = Locker.create(setup.arm(), proxy.uri(), prefix, leaseTime(), setup.profile().maxWait(), name);
+            resources.add(locker);
+            return locker;
+        }
+
+        /** Samples the grant's deadline until {@link #untrack}, as the workers' grants are. */
+        void track(Grant grant) {
+            active.add(grant);
+        }
+
+        void untrack(Grant grant) {
+            active.remove(grant);
+        }
+
+        /** Registers something to close with the run. */
+        <T extends AutoCloseable> T closeLater(T resource) {
+            resources.add(resource);
+            return resource;
+        }
+
+        /** Registers a check to run once the workers stopped (all their leases released). */
+        void afterStop(Runnable check) {
+            afterStop.add(check);
+        }
+
+        /** Sleeps between faults: pacing, not synchronisation. */
+        void pace(long millis) throws InterruptedException {
+            TimeUnit.MILLISECONDS.sleep(millis);
+        }
+
+        /** Starts a daemon thread that ends with the run. */
+        Thread background(String name, Runnable task) {
+            Thread thread = new Thread(task, name);
+            thread.setDaemon(true);
+            thread.start();
+            resources.add(() -> {
+                thread.interrupt();
+                thread.join(TimeUnit.SECONDS.toMillis(30));
+            });
+            return thread;
+        }
+
+        /** Waits until some acquire succeeded after the last fault healed, for at most I4's bound. */
+        void awaitRecovery() throws InterruptedException {
+            long lastHeal = history.faults().stream().mapToLong(History.Fault::healedAt).max().orElse(System.nanoTime());
+            history.awaitAcquireAfter(lastHeal, leaseTime().plus(Checker.BACKOFF).toNanos());
+        }
+
+        void stop() {
+            running = false;
+        }
+
+        void afterStop() {
+            afterStop.forEach(Runnable::run);
+        }
+    }
+}

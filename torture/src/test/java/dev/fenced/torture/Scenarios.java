@@ -1,0 +1,302 @@
+package dev.fenced.torture;
+
+import dev.fenced.lock.AcquireOptions;
+import dev.fenced.lock.FencedLockClient;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.Collections;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.ThreadLocalRandom;
+import java.util.concurrent.TimeUnit;
+import org.jspecify.annotations.Nullable;
+import reactor.core.Disposable;
+
+/**
+ * The nemeses of the scenarios of issue #5, and the scripted witnesses that force the interleaving a
+ * scenario is about (so that a control arm is flagged on every run, not only on lucky ones).
+ */
+final class Scenarios {
+
+    private static final String ACQUIRE_MARKER = ":fence";
+
+    private Scenarios() {
+    }
+
+    /**
+     * (1) Stalls longer than the lease: the workers' own long pauses (renewal thread frozen), plus a child JVM
+     * frozen with SIGSTOP past its lease while another holder writes, which then attempts its write.
+     */
+    static Run.Nemesis stalls(int freezes) {
+        return context -> {
+            String resource = context.setup.witnessResources().get(0);
+            FaultProxy proxy = context.topology.clientProxy();
+            try (FrozenChild child = FrozenChild.start(context.setup.arm(), proxy.uri(), context.setup.r2dbcUrl(),
+                    context.ledger, context.prefix, context.leaseTime())) {
+                Worker witness = context.worker("witness", List.of(resource));
+                for (int round = 1; round <= freezes; round++) {
+                    History.Op op = child.freezeRound(resource, "child-" + round, context.history, () -> {
+                        try {
+                            witness.operate(resource, false, 0, false);
+                        } catch (InterruptedException e) {
+                            Thread.currentThread().interrupt();
+                        }
+                    });
+                    context.history.record(op);
+                }
+            }
+            while (context.timeLeft()) {
+                context.pace(100);
+            }
+        };
+    }
+
+    /** (2) The primary restarted without persistence, alternating with FLUSHALL. */
+    static Run.Nemesis restartAndFlush(long everyMillis) {
+        return context -> {
+            boolean restart = true;
+            while (context.timeLeft()) {
+                context.pace(everyMillis);
+                long at = System.nanoTime();
+                if (restart) {
+                    context.topology.restartPrimary();
+                } else {
+                    context.topology.flushAll();
+                }
+                context.history.fault(restart ? "restart" : "flushall", at, System.nanoTime());
+                restart = !restart;
+            }
+        };
+    }
+
+    /**
+     * (3) Failover that loses writes, with a witness: a lease is granted by the primary after replication was
+     * cut, the replica is promoted and re-issues the same token to a second holder, which claims and reads;
+     * then the first holder, paused since its read, writes; then the second writes.
+     */
+    static Run.Nemesis failover(long everyMillis) {
+        return context -> {
+            String resource = context.setup.witnessResources().get(0);
+            Locker first = context.locker("witness-a");
+            Locker second = context.locker("witness-b");
+            int round = 0;
+            while (context.timeLeft()) {
+                context.pace(everyMillis);
+                failoverRound(context, resource, first, second, ++round);
+            }
+        };
+    }
+
+    private static void failoverRound(Run.Context context, String resource, Locker first, Locker second, int round) {
+        Witness a = new Witness(context, "witness-a", first);
+        Witness b = new Witness(context, "witness-b", second);
+        // A write that replicates, so the replica's token counter is just below what the primary issues next.
+        a.fullOperation(resource, "wf" + round + "-clean");
+        if (!context.topology.awaitReplicated()) {
+            throw new IllegalStateException("The replica did not catch up before the failover of round " + round);
+        }
+        long cutAt = System.nanoTime();
+        context.topology.cutReplication();
+        Witness.Step paused = a.acquireClaimRead(resource, "wf" + round + "-paused");
+        context.topology.failover();
+        context.history.fault("failover", cutAt, System.nanoTime());
+        Witness.Step newer = null;
+        for (int attempt = 1; attempt <= 3 && newer == null; attempt++) {
+            newer = b.acquireClaimRead(resource, "wf" + round + "-newer-" + attempt);
+        }
+        if (paused != null) {
+            a.writeAndRelease(paused, true);
+        }
+        if (newer != null) {
+            b.writeAndRelease(newer, false);
+        }
+    }
+
+    /** (4) A connection reset after an acquire reached Redis, before its reply reached the client. */
+    static Run.Nemesis resetAfterAcquire(long everyMillis) {
+        return context -> {
+            List<FaultProxy> proxies = context.workerProxies();
+            while (context.timeLeft()) {
+                context.pace(everyMillis);
+                FaultProxy proxy = proxies.get(ThreadLocalRandom.current().nextInt(proxies.size()));
+                long at = System.nanoTime();
+                proxy.resetAfterRequestContaining(ACQUIRE_MARKER, 1);
+                context.history.fault("reset-after-acquire", at, at);
+            }
+        };
+    }
+
+    /** (5) A partition of some workers from Redis, longer than the lease, while they renew. */
+    static Run.Nemesis partition(long everyMillis) {
+        return context -> {
+            List<FaultProxy> proxies = new ArrayList<>(context.workerProxies());
+            while (context.timeLeft()) {
+                context.pace(everyMillis);
+                partitionOnce(context, proxies);
+            }
+        };
+    }
+
+    private static void partitionOnce(Run.Context context, List<FaultProxy> proxies) throws InterruptedException {
+        Collections.shuffle(proxies);
+        List<FaultProxy> cut = proxies.subList(0, Math.max(1, proxies.size() / 2));
+        long at = System.nanoTime();
+        cut.forEach(FaultProxy::blackhole);
+        try {
+            // The fault's length, not synchronisation: longer than the lease.
+            context.pace(context.leaseTime().toMillis() * 2);
+        } finally {
+            cut.forEach(FaultProxy::resume);
+        }
+        context.history.fault("partition", at, System.nanoTime());
+    }
+
+    /**
+     * (6) Subscribers cancelled mid-acquire: cancellers with their own client (replies delayed, so cancels land
+     * while the acquire is on the wire) acquire the workers' resources and cancel after a random time. Then
+     * every lock key must belong to a known holder: a key of a cancelled acquire is a lock left behind.
+     */
+    static Run.Nemesis cancelMidAcquire(int cancellers) {
+        return context -> {
+            FaultProxy proxy = context.topology.clientProxy();
+            proxy.delayReplies(5);
+            FencedLockClient client = context.closeLater(FencedLockClient.builder().redisUri(proxy.uri())
+                    .keyPrefix(context.prefix).leaseTime(Duration.ofSeconds(10)).build());
+            List<Thread> threads = new ArrayList<>();
+            for (int i = 0; i < cancellers; i++) {
+                threads.add(context.background("torture-canceller-" + i, () -> cancelLoop(context, client)));
+            }
+            while (context.timeLeft()) {
+                context.pace(100);
+            }
+            for (Thread thread : threads) {
+                thread.interrupt();
+                thread.join(TimeUnit.SECONDS.toMillis(30));
+            }
+            checkOrphans(context);
+        };
+    }
+
+    static void cancelLoop(Run.Context context, FencedLockClient client) {
+        ThreadLocalRandom random = ThreadLocalRandom.current();
+        List<String> resources = context.setup.resources();
+        while (!Thread.currentThread().isInterrupted() && context.isRunning()) {
+            String resource = resources.get(random.nextInt(resources.size()));
+            Disposable acquire = client.acquire(resource, AcquireOptions.defaults().withMaxWait(Duration.ofSeconds(2)))
+                    .subscribe(lease -> {
+                        context.history.knownOwner(lease.ownerId());
+                        lease.release().subscribe(null, e -> { });
+                    }, e -> { });
+            try {
+                TimeUnit.MILLISECONDS.sleep(random.nextLong(12));
+            } catch (InterruptedException e) {
+                acquire.dispose();
+                return;
+            } finally {
+                acquire.dispose();
+            }
+        }
+    }
+
+    /**
+     * A lock key held, for a whole second, by an owner no holder knows: the 10 s lease of a cancelled acquire
+     * that was not undone. A worker's key becomes known within milliseconds of its acquire.
+     */
+    private static void checkOrphans(Run.Context context) throws InterruptedException {
+        Map<String, String> suspects = new HashMap<>();
+        for (String resource : context.setup.resources()) {
+            String owner = unknownOwner(context, resource);
+            if (owner != null) {
+                suspects.put(resource, owner);
+            }
+        }
+        long giveUp = System.nanoTime() + TimeUnit.SECONDS.toNanos(1);
+        while (!suspects.isEmpty() && System.nanoTime() - giveUp < 0) {
+            context.pace(20);
+            suspects.entrySet().removeIf(e -> !e.getValue().equals(unknownOwner(context, e.getKey())));
+        }
+        suspects.forEach((resource, owner) -> context.history.orphan(resource + " held by unknown owner " + owner));
+    }
+
+    private static @Nullable String unknownOwner(Run.Context context, String resource) {
+        String value = context.topology.onPrimary(c -> c.get(context.prefix + "{" + resource + "}"));
+        if (value == null) {
+            return null;
+        }
+        String owner = value.substring(0, Math.max(0, value.lastIndexOf(':')));
+        return context.history.isKnownOwner(owner) ? null : owner;
+    }
+
+    /** (7) SCRIPT FLUSH: the client must fall back from EVALSHA to EVAL. */
+    static Run.Nemesis scriptFlush(long everyMillis) {
+        return context -> {
+            while (context.timeLeft()) {
+                context.pace(everyMillis);
+                long at = System.nanoTime();
+                context.topology.scriptFlush();
+                context.history.fault("script-flush", at, System.nanoTime());
+            }
+        };
+    }
+
+    /** (8) A soak: all of the above, chosen at random, with cancellers running throughout. */
+    static Run.Nemesis soak() {
+        return context -> {
+            ThreadLocalRandom random = ThreadLocalRandom.current();
+            FaultProxy cancelProxy = context.topology.clientProxy();
+            cancelProxy.delayReplies(5);
+            FencedLockClient cancelClient = context.closeLater(FencedLockClient.builder().redisUri(cancelProxy.uri())
+                    .keyPrefix(context.prefix).leaseTime(Duration.ofSeconds(10)).build());
+            context.background("torture-canceller", () -> cancelLoop(context, cancelClient));
+            String resource = context.setup.witnessResources().get(0);
+            Locker first = context.locker("witness-a");
+            Locker second = context.locker("witness-b");
+            FrozenChild child = context.closeLater(FrozenChild.start(context.setup.arm(),
+                    context.topology.clientProxy().uri(), context.setup.r2dbcUrl(), context.ledger, context.prefix,
+                    context.leaseTime()));
+            Worker witness = context.worker("witness", List.of(resource));
+            List<FaultProxy> proxies = new ArrayList<>(context.workerProxies());
+            int round = 0;
+            while (context.timeLeft()) {
+                context.pace(300 + random.nextLong(700));
+                round++;
+                long at = System.nanoTime();
+                switch (random.nextInt(8)) {
+                    case 0 -> {
+                        context.topology.restartPrimary();
+                        context.history.fault("restart", at, System.nanoTime());
+                    }
+                    case 1 -> {
+                        context.topology.flushAll();
+                        context.history.fault("flushall", at, System.nanoTime());
+                    }
+                    case 2 -> {
+                        context.topology.scriptFlush();
+                        context.history.fault("script-flush", at, System.nanoTime());
+                    }
+                    case 3 -> partitionOnce(context, proxies);
+                    case 4 -> {
+                        proxies.get(random.nextInt(proxies.size())).resetAfterRequestContaining(ACQUIRE_MARKER, 1);
+                        context.history.fault("reset-after-acquire", at, at);
+                    }
+                    case 5 -> failoverRound(context, resource, first, second, round);
+                    case 6 -> context.history.record(child.freezeRound(resource, "child-" + round, context.history, () -> {
+                        try {
+                            witness.operate(resource, false, 0, false);
+                        } catch (InterruptedException e) {
+                            Thread.currentThread().interrupt();
+                        }
+                    }));
+                    default -> {
+                        FaultProxy slow = proxies.get(random.nextInt(proxies.size()));
+                        slow.delayReplies(context.leaseTime().toMillis() / 4);
+                        context.pace(context.leaseTime().toMillis());
+                        slow.delayReplies(0);
+                        context.history.fault("delay", at, System.nanoTime());
+                    }
+                }
+            }
+        };
+    }
+}

@@ -1,0 +1,143 @@
+package dev.fenced.torture;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import dev.fenced.testservices.PostgresServer;
+import dev.fenced.testservices.PostgresServerExtension;
+import dev.fenced.testservices.RedisServer;
+import dev.fenced.testservices.RedisServerExtension;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.util.List;
+import java.util.concurrent.TimeUnit;
+import java.util.function.Supplier;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.MethodOrderer;
+import org.junit.jupiter.api.Order;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.TestMethodOrder;
+import org.junit.jupiter.api.Timeout;
+import org.junit.jupiter.api.extension.ExtendWith;
+
+/**
+ * The Jepsen-style checker of issue #5: each scenario runs the workload under its faults and must show no
+ * invariant violation for Fenced, and each control arm must be flagged (which proves the checker can fail).
+ * Scenarios that restart, flush or fail Redis over use Redis processes of their own; the others reach the
+ * shared test server through proxies. The summary table is printed and written to
+ * {@code target/torture-report.md}. {@code -Dtorture.soak=PT30M} makes the soak scenario run that long.
+ */
+@ExtendWith({RedisServerExtension.class, PostgresServerExtension.class})
+@TestMethodOrder(MethodOrderer.OrderAnnotation.class)
+@Timeout(value = 5, unit = TimeUnit.MINUTES)
+class TortureIT {
+
+    private static final Duration LEASE = Duration.ofMillis(600);
+    private static final Duration SCENARIO = Duration.ofSeconds(8);
+    private static final Duration DEFAULT_SOAK = Duration.ofSeconds(15);
+    private static final Worker.Profile PROFILE = new Worker.Profile(LEASE, Duration.ofSeconds(4), 0.15, 30, 0.5);
+    private static final List<String> RESOURCES = List.of("account-1", "account-2");
+    private static final List<String> WITNESS = List.of("witness");
+    private static final int WORKERS = 5;
+    private static final Report REPORT = new Report();
+
+    private static RedisServer redis;
+    private static String r2dbcUrl;
+
+    @BeforeAll
+    static void services(RedisServer redisServer, PostgresServer postgres) {
+        redis = redisServer;
+        r2dbcUrl = postgres.r2dbcUrl();
+    }
+
+    @AfterAll
+    static void report() {
+        String table = REPORT.table();
+        Path file = REPORT.write(Path.of(System.getProperty("torture.reportDir", "target")));
+        System.out.println("\nTorture report (" + file + "):\n" + table);
+    }
+
+    private static Supplier<RedisTopology> shared() {
+        return () -> RedisTopology.shared(redis.host(), redis.port());
+    }
+
+    private static Supplier<RedisTopology> own() {
+        return RedisTopology::ownPair;
+    }
+
+    private static Checker.Result run(String scenario, Arm arm, Supplier<RedisTopology> topology, Duration duration,
+            Run.Nemesis nemesis) throws Exception {
+        Checker.Result result = Run.execute(new Run.Setup(scenario, arm, topology, r2dbcUrl, WORKERS, RESOURCES, WITNESS,
+                PROFILE, duration), nemesis);
+        REPORT.add(result);
+        assertThat(result.operations()).as("operations of %s (%s)", scenario, arm.label()).isPositive();
+        if (arm.isControl()) {
+            assertThat(result.violations()).as("the control arm %s must be flagged in %s", arm.label(), scenario).isPositive();
+        } else {
+            assertThat(result.violations()).as("violations in %s: %s", scenario, result.examples()).isZero();
+        }
+        return result;
+    }
+
+    @Test
+    @Order(1)
+    void stalledHoldersIncludingAFrozenJvmAreRejectedAndThePlainTtlLockIsFlagged() throws Exception {
+        Checker.Result fenced = run("1 stalls + SIGSTOP", Arm.FENCED, shared(), SCENARIO, Scenarios.stalls(2));
+        assertThat(fenced.staleRejected()).as("the frozen child's writes are rejected").isPositive();
+
+        Checker.Result plain = run("1 stalls + SIGSTOP", Arm.PLAIN_TTL, shared(), SCENARIO, Scenarios.stalls(2));
+        assertThat(plain.i2()).as("lost updates under the plain TTL lock").isPositive();
+        assertThat(plain.i1()).as("stale tokens committed under the plain TTL lock").isPositive();
+    }
+
+    @Test
+    @Order(2)
+    void redisRestartedWithoutPersistenceAndFlushedLosesNoWrite() throws Exception {
+        run("2 restart + FLUSHALL", Arm.FENCED, own(), SCENARIO, Scenarios.restartAndFlush(1_500));
+    }
+
+    @Test
+    @Order(3)
+    void failoverThatLosesWritesIsCaughtByTheOwnerCheckAndTheTokenOnlyRuleIsFlagged() throws Exception {
+        Checker.Result fenced = run("3 failover", Arm.FENCED, own(), SCENARIO, Scenarios.failover(1_000));
+        assertThat(fenced.staleRejected()).as("re-issued tokens are rejected").isPositive();
+
+        Checker.Result tokenOnly = run("3 failover", Arm.TOKEN_ONLY, own(), SCENARIO, Scenarios.failover(1_000));
+        assertThat(tokenOnly.i1()).as("one token committed by two owners").isPositive();
+        assertThat(tokenOnly.i2()).as("lost updates under the token-only rule").isPositive();
+    }
+
+    @Test
+    @Order(4)
+    void connectionResetAfterAnAcquireWasSentLosesNoWrite() throws Exception {
+        run("4 reset after acquire", Arm.FENCED, shared(), SCENARIO, Scenarios.resetAfterAcquire(400));
+    }
+
+    @Test
+    @Order(5)
+    void partitionLongerThanTheLeaseDuringRenewalsLosesNoWrite() throws Exception {
+        Checker.Result result = run("5 partition", Arm.FENCED, shared(), SCENARIO, Scenarios.partition(600));
+        assertThat(result.lossSignals()).as("partitioned holders learn that their leases are lost").isPositive();
+    }
+
+    @Test
+    @Order(6)
+    void subscribersCancelledMidAcquireLeaveNoLockBehind() throws Exception {
+        run("6 cancel mid-acquire", Arm.FENCED, shared(), SCENARIO, Scenarios.cancelMidAcquire(2));
+    }
+
+    @Test
+    @Order(7)
+    void scriptFlushLosesNoWrite() throws Exception {
+        run("7 SCRIPT FLUSH", Arm.FENCED, own(), SCENARIO, Scenarios.scriptFlush(250));
+    }
+
+    @Test
+    @Order(8)
+    @Timeout(value = 3, unit = TimeUnit.HOURS) // the long soak runs for as long as -Dtorture.soak says
+    void soakMixingEveryFaultLosesNoWrite() throws Exception {
+        String configured = System.getProperty("torture.soak", "");
+        Duration soak = configured.isBlank() ? DEFAULT_SOAK : Duration.parse(configured);
+        run("8 soak " + soak.toSeconds() + " s", Arm.FENCED, own(), soak, Scenarios.soak());
+    }
+}

@@ -1,0 +1,163 @@
+package dev.fenced.torture;
+
+import dev.fenced.lock.FencedLease;
+import dev.fenced.lock.LeaseLostException;
+import dev.fenced.lock.LeaseNotHeldException;
+import dev.fenced.lock.StaleFencingTokenException;
+import java.time.Duration;
+import java.util.List;
+import java.util.Set;
+import java.util.concurrent.ThreadLocalRandom;
+import java.util.concurrent.TimeUnit;
+import java.util.function.BooleanSupplier;
+import org.jspecify.annotations.Nullable;
+
+/**
+ * One worker of the workload, on its own thread: repeatedly acquire a random resource, claim it and read
+ * its balance, stall (a share of stalls freeze the worker and its renewal thread for longer than the lease),
+ * write balance + 1 with an audit row in one transaction, release. Every operation is recorded in the
+ * {@link History} with its outcome. Half of the writes after a stall carry a lease view that still believes
+ * it is held: the pause came after the holder's last check, the worst case storage must catch.
+ */
+final class Worker implements Runnable {
+
+    /** The shape of the workload. */
+    record Profile(Duration leaseTime, Duration maxWait, double longPauseShare, long shortPauseMaxMillis,
+            double believedShare) {
+
+        long longPauseMillis(ThreadLocalRandom random) {
+            long lease = leaseTime.toMillis();
+            return lease + lease / 5 + random.nextLong(lease);
+        }
+    }
+
+    private final String name;
+    private final Locker locker;
+    private final Ledger ledger;
+    private final Arm arm;
+    private final List<String> resources;
+    private final History history;
+    private final Profile profile;
+    private final BooleanSupplier running;
+    private final Set<Grant> active;
+    private int sequence;
+
+    Worker(String name, Locker locker, Ledger ledger, Arm arm, List<String> resources, History history, Profile profile,
+            BooleanSupplier running, Set<Grant> active) {
+        this.name = name;
+        this.locker = locker;
+        this.ledger = ledger;
+        this.arm = arm;
+        this.resources = resources;
+        this.history = history;
+        this.profile = profile;
+        this.running = running;
+        this.active = active;
+    }
+
+    @Override
+    public void run() {
+        ThreadLocalRandom random = ThreadLocalRandom.current();
+        while (running.getAsBoolean() && !Thread.currentThread().isInterrupted()) {
+            String resource = resources.get(random.nextInt(resources.size()));
+            boolean longPause = random.nextDouble() < profile.longPauseShare();
+            long pause = longPause ? profile.longPauseMillis(random) : random.nextLong(profile.shortPauseMaxMillis() + 1);
+            boolean believed = arm != Arm.PLAIN_TTL && random.nextDouble() < profile.believedShare();
+            try {
+                operate(resource, longPause, pause, believed);
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+            }
+        }
+    }
+
+    /** One operation; also used by the scripted witnesses. */
+    void operate(String resource, boolean longPause, long pauseMillis, boolean believed) throws InterruptedException {
+        Grant grant;
+        try {
+            grant = locker.acquire(resource);
+        } catch (Locker.AcquireFailedException e) {
+            history.acquireFailed(e);
+            // The client fails fast while it reconnects; a real caller backs off before retrying.
+            TimeUnit.MILLISECONDS.sleep(20 + ThreadLocalRandom.current().nextLong(30));
+            return;
+        }
+        history.acquired(grant);
+        active.add(grant);
+        String opId = name + "-" + (++sequence);
+        long acquiredAt = System.nanoTime();
+        History.Outcome outcome = History.Outcome.LOST;
+        History.Step step = History.Step.CLAIM;
+        long writeInvokedAt = 0;
+        String detail = "";
+        try {
+            long balance;
+            try {
+                balance = ledger.claimAndRead(arm, grant);
+            } catch (RuntimeException e) {
+                outcome = isStale(e) ? History.Outcome.STALE : History.Outcome.LOST;
+                detail = String.valueOf(e.getMessage());
+                return;
+            }
+            // The holder's last check; a pause after it is what storage must catch.
+            if (!grant.isHeld()) {
+                outcome = History.Outcome.LOST;
+                detail = "lease lost before the write";
+                return;
+            }
+            if (longPause) {
+                locker.pause(pauseMillis);
+                grant.thawed();
+            } else if (pauseMillis > 0) {
+                TimeUnit.MILLISECONDS.sleep(pauseMillis);
+            }
+            step = History.Step.WRITE;
+            @Nullable FencedLease view = arm == Arm.PLAIN_TTL ? null : believed ? grant.believed() : grant.lease();
+            writeInvokedAt = System.nanoTime();
+            outcome = write(grant, view, balance + 1, opId);
+        } finally {
+            long completedAt = System.nanoTime();
+            try {
+                grant.release();
+            } catch (RuntimeException e) {
+                // The lease expires by itself; the checker sees whether its loss was signalled.
+            }
+            active.remove(grant);
+            history.record(new History.Op(opId, name, resource, grant.token(), grant.owner(), outcome, step, acquiredAt,
+                    writeInvokedAt, completedAt, longPause, believed, grant.record(), detail));
+        }
+    }
+
+    private History.Outcome write(Grant grant, @Nullable FencedLease view, long newBalance, String opId) {
+        try {
+            ledger.write(arm, grant, view, newBalance, opId);
+            return History.Outcome.OK;
+        } catch (RuntimeException e) {
+            if (isStale(e)) {
+                return History.Outcome.STALE;
+            }
+            if (causedBy(e, LeaseNotHeldException.class) || causedBy(e, LeaseLostException.class)) {
+                return History.Outcome.LOST;
+            }
+            return History.Outcome.UNKNOWN;
+        }
+    }
+
+    static boolean isStale(Throwable e) {
+        return causedBy(e, StaleFencingTokenException.class);
+    }
+
+    private static boolean causedBy(Throwable e, Class<? extends Throwable> type) {
+        for (Throwable t = e; t != null; t = t.getCause()) {
+            if (type.isInstance(t)) {
+                return true;
+            }
+            for (Throwable s : t.getSuppressed()) {
+                if (type.isInstance(s)) {
+                    return true;
+                }
+            }
+        }
+        return false;
+    }
+}
