@@ -18,6 +18,8 @@ import reactor.blockhound.integration.BlockHoundIntegration;
  *       sends a command while another does may park on it for the few instructions the holder needs. That is
  *       contention on a field update, not I/O, and failing it inside Lettuce would leave the connection
  *       unusable, so its two entry points are allowed;</li>
+ *   <li>Lettuce's cluster client sets up a new node connection under a short in-memory lock
+ *       ({@code PooledClusterConnectionProvider}), so that callback is allowed too;</li>
  *   <li>every other blocking call prints its full stack before it fails, since libraries often catch the
  *       error and log only its message.</li>
  * </ul>
@@ -30,6 +32,9 @@ public final class ProjectBlockHoundIntegration implements BlockHoundIntegration
         builder.allowBlockingCallsInside("sun.net.NetProperties", "loadDefaultProperties");
         builder.allowBlockingCallsInside("io.lettuce.core.protocol.SharedLock", "incrementWriters");
         builder.allowBlockingCallsInside("io.lettuce.core.protocol.SharedLock", "doExclusive");
+        // The cluster client guards a new node connection's state with a lock held for a few field writes.
+        builder.allowBlockingCallsInside("io.lettuce.core.cluster.PooledClusterConnectionProvider$NodeConnectionPostProcessor",
+                "lambda$apply$4");
         builder.blockingMethodCallback(method -> {
             new Exception("Blocking call " + method + " on thread " + Thread.currentThread().getName()).printStackTrace();
             throw new BlockingOperationError(method);

@@ -27,8 +27,9 @@ final class ClusterConnections extends BaseConnections<StatefulRedisClusterConne
 
     private ClusterConnections(RedisClusterClient client, boolean owns, String keyPrefix, Consumer<String> onRelease) {
         super(client, owns, keyPrefix,
-                () -> client.connectAsync(StringCodec.UTF8),
-                () -> client.connectPubSubAsync(StringCodec.UTF8),
+                // Lettuce connects only once it knows the topology; loading it first never blocks a thread.
+                () -> client.refreshPartitionsAsync().thenCompose(loaded -> client.connectAsync(StringCodec.UTF8)),
+                () -> client.refreshPartitionsAsync().thenCompose(loaded -> client.connectPubSubAsync(StringCodec.UTF8)),
                 onRelease);
     }
 

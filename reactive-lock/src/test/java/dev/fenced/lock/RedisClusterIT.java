@@ -1,0 +1,190 @@
+package dev.fenced.lock;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import dev.fenced.testservices.RedisCluster;
+import dev.fenced.testservices.RedisProcess;
+import io.lettuce.core.cluster.SlotHash;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.UUID;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.TimeUnit;
+import java.util.function.BooleanSupplier;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.BeforeEach;
+import org.junit.jupiter.api.Test;
+import reactor.core.publisher.Flux;
+
+/**
+ * The lock client on a real three-primary Redis Cluster started on loopback ports: locks spread over every
+ * node, waiting through sharded pub/sub, renewals batched per node, and a reshard under held leases.
+ */
+class RedisClusterIT {
+
+    private static final Duration BOUND = Duration.ofSeconds(20);
+
+    private static RedisCluster cluster;
+
+    private String prefix;
+    private final List<FencedLockClient> clients = new ArrayList<>();
+
+    @BeforeAll
+    static void startCluster() {
+        cluster = RedisCluster.start(3);
+    }
+
+    @AfterAll
+    static void stopCluster() {
+        cluster.close();
+    }
+
+    @BeforeEach
+    void setUp() {
+        prefix = "cl-" + UUID.randomUUID().toString().substring(0, 8) + ":";
+    }
+
+    @AfterEach
+    void tearDown() {
+        clients.forEach(FencedLockClient::close);
+    }
+
+    private FencedLockClient client(Duration leaseTime) {
+        FencedLockClient client = FencedLockClient.builder()
+                .redisCluster(cluster.seedUri())
+                .keyPrefix(prefix)
+                .leaseTime(leaseTime)
+                .maxWait(BOUND)
+                .build();
+        clients.add(client);
+        return client;
+    }
+
+    @Test
+    void aThousandNamesSpreadOverEveryPrimaryWithTokensIncreasingPerName() {
+        FencedLockClient locks = client(Duration.ofSeconds(30));
+        Map<String, Long> first = tokens(locks);
+        Map<String, Long> second = tokens(locks);
+
+        assertThat(second).hasSize(1000);
+        second.forEach((name, token) -> assertThat(token).as(name).isGreaterThan(first.get(name)));
+        for (RedisProcess node : cluster.nodes()) {
+            // Only the token counters remain after release, spread over every node.
+            assertThat((Long) node.call("DBSIZE")).as("keys on node " + node.port()).isPositive();
+        }
+    }
+
+    private static Map<String, Long> tokens(FencedLockClient locks) {
+        return Flux.range(0, 1000)
+                .flatMap(i -> locks.acquire("spread-" + i)
+                        .flatMap(lease -> lease.release().thenReturn(Map.entry(lease.name(), lease.token()))), 64)
+                .collectMap(Map.Entry::getKey, Map.Entry::getValue)
+                .block(BOUND);
+    }
+
+    @Test
+    void aWaiterIsWokenThroughShardedPubSub() throws Exception {
+        FencedLockClient holder = client(Duration.ofSeconds(60));
+        FencedLockClient waiter = client(Duration.ofSeconds(60));
+        FencedLease held = holder.acquire("wake").block(BOUND);
+        String channel = prefix + "{wake}:released";
+        RedisProcess owner = cluster.nodes().get(cluster.ownerOf(cluster.slotOf(channel)));
+
+        CompletableFuture<FencedLease> next = waiter.acquire("wake").toFuture();
+        await("the waiter to subscribe to the lock's shard channel",
+                () -> String.valueOf(owner.call("PUBSUB", "SHARDNUMSUB", channel)).equals("[" + channel + ", 1]"));
+        held.release().block(BOUND);
+
+        // The holder's lease had 60 s to run and the wait is bounded at 20 s: only the notification can wake it.
+        FencedLease woken = next.get(BOUND.toSeconds(), TimeUnit.SECONDS);
+        assertThat(woken.token()).isGreaterThan(held.token());
+        woken.release().block(BOUND);
+    }
+
+    @Test
+    void renewalsAreBatchedPerNode() throws Exception {
+        FencedLockClient locks = client(Duration.ofSeconds(6));
+        List<FencedLease> leases = Flux.range(0, 300).flatMap(i -> locks.acquire("batch-" + i), 64).collectList().block(BOUND);
+        cluster.nodes().forEach(node -> node.call("CONFIG", "RESETSTAT"));
+
+        // Three renewal periods (two seconds each at a six-second lease); without renewals every lease would be lost.
+        Thread.sleep(7_000);
+
+        assertThat(leases).allMatch(FencedLease::isHeld);
+        long scriptCalls = 0;
+        for (RedisProcess node : cluster.nodes()) {
+            scriptCalls += calls(node, "evalsha") + calls(node, "eval");
+        }
+        // Per lease or per slot, 300 leases would take about 900 calls; per node, a few per node and period.
+        assertThat(scriptCalls).isLessThanOrEqualTo(60);
+    }
+
+    private static long calls(RedisProcess node, String command) {
+        for (String line : String.valueOf(node.call("INFO", "commandstats")).split("\r?\n")) {
+            if (line.startsWith("cmdstat_" + command + ":calls=")) {
+                return Long.parseLong(line.substring(line.indexOf('=') + 1, line.indexOf(',')));
+            }
+        }
+        return 0;
+    }
+
+    @Test
+    void aReshardUnderHeldLeasesIsSurvivedOrReported() throws Exception {
+        FencedLockClient locks = client(Duration.ofSeconds(3));
+        FencedLockClient rival = client(Duration.ofSeconds(3));
+        List<String> sameSlot = namesInOneSlot(4);
+        int slot = SlotHash.getSlot(prefix + "{" + sameSlot.get(0) + "}");
+        List<FencedLease> moved = new ArrayList<>();
+        for (String name : sameSlot) {
+            moved.add(locks.acquire(name).block(BOUND));
+        }
+        List<FencedLease> others = Flux.range(0, 50).flatMap(i -> locks.acquire("other-" + i)).collectList().block(BOUND);
+        int target = (cluster.ownerOf(slot) + 1) % cluster.nodes().size();
+
+        assertThat(cluster.moveSlot(slot, target)).as("keys moved: locks and counters").isEqualTo(2 * sameSlot.size());
+        // Three lease times: a lease that was not renewed on the new owner must have been reported lost by now.
+        Thread.sleep(9_000);
+
+        RedisProcess newOwner = cluster.nodes().get(target);
+        for (FencedLease lease : moved) {
+            if (lease.isHeld()) {
+                String key = prefix + "{" + lease.name() + "}";
+                assertThat(newOwner.call("GET", key)).as(lease.name() + " held, so renewed on the new owner")
+                        .isEqualTo(lease.ownerId() + ":" + lease.token());
+                assertThat((Long) newOwner.call("PTTL", key)).isPositive();
+                assertThat(rival.tryAcquire(lease.name()).blockOptional(BOUND)).as("excluded: " + lease.name()).isEmpty();
+            } else {
+                assertThat(lease.lost().block(BOUND)).isNotNull();
+            }
+        }
+        assertThat(others).allMatch(FencedLease::isHeld);
+        // The moved leases are renewed, not lost: the client follows the slot.
+        assertThat(moved).allMatch(FencedLease::isHeld);
+    }
+
+    /** Lock names whose keys share one hash slot (found by search, since names may not contain braces). */
+    private List<String> namesInOneSlot(int count) {
+        Map<Integer, List<String>> bySlot = new HashMap<>();
+        for (int i = 0; ; i++) {
+            String name = "slot-" + i;
+            List<String> names = bySlot.computeIfAbsent(SlotHash.getSlot(prefix + "{" + name + "}"), s -> new ArrayList<>());
+            names.add(name);
+            if (names.size() == count) {
+                return names;
+            }
+        }
+    }
+
+    private static void await(String what, BooleanSupplier condition) throws InterruptedException {
+        long giveUp = System.nanoTime() + BOUND.toNanos();
+        while (!condition.getAsBoolean()) {
+            assertThat(System.nanoTime() - giveUp).as("waiting for: " + what).isNegative();
+            Thread.sleep(10);
+        }
+    }
+}
