@@ -75,47 +75,32 @@ final class RedissonLock implements WaitingLock {
 
     @Override
     public Mono<Void> pair(String name) {
-        long owner = owners.incrementAndGet();
-        return tryLock(name, Duration.ZERO, owner)
-                .flatMap(acquired -> acquired
-                        ? unlock(name, owner)
-                        : Mono.error(BenchmarkException.notAcquired(label(), name)));
+        return acquireWaitingThenRelease(name, Duration.ZERO, () -> { });
     }
 
     @Override
     public Mono<Void> acquireWaitingThenRelease(String name, Duration maxWait, Runnable whileHeld) {
         long owner = owners.incrementAndGet();
-        return tryLock(name, maxWait, owner)
-                .flatMap(acquired -> {
-                    if (!acquired) {
-                        return Mono.error(BenchmarkException.notAcquired(label(), name));
-                    }
-                    whileHeld.run();
-                    return unlock(name, owner);
-                });
-    }
-
-    /** One grant with the watchdog; {@code false} when not granted within {@code maxWait}. */
-    private Mono<Boolean> tryLock(String name, Duration maxWait, long owner) {
+        long wait = maxWait.toMillis();
         if (kind == Kind.RLOCK) {
-            return reactive.getLock(prefix + name).tryLock(maxWait.toMillis(), -1, TimeUnit.MILLISECONDS, owner);
+            RLockReactive lock = reactive.getLock(prefix + name);
+            return whenGranted(name, lock.tryLock(wait, -1, TimeUnit.MILLISECONDS, owner), whileHeld, lock.unlock(owner));
         }
-        RedissonFencedLock lock = fenced(name);
-        return Mono.fromCompletionStage(() -> lock.tryLockAndGetTokenAsync(maxWait.toMillis(), -1, TimeUnit.MILLISECONDS, owner))
+        RedissonFencedLock lock = (RedissonFencedLock) client.getFencedLock(prefix + name);
+        Mono<Boolean> granted = Mono.fromCompletionStage(() -> lock.tryLockAndGetTokenAsync(wait, -1, TimeUnit.MILLISECONDS, owner))
                 .map(token -> true)
                 .defaultIfEmpty(false);
+        return whenGranted(name, granted, whileHeld, Mono.fromCompletionStage(() -> lock.unlockAsync(owner)).then());
     }
 
-    private Mono<Void> unlock(String name, long owner) {
-        if (kind == Kind.RLOCK) {
-            return reactive.getLock(prefix + name).unlock(owner);
-        }
-        RedissonFencedLock lock = fenced(name);
-        return Mono.fromCompletionStage(() -> lock.unlockAsync(owner)).then();
-    }
-
-    private RedissonFencedLock fenced(String name) {
-        return (RedissonFencedLock) client.getFencedLock(prefix + name);
+    private Mono<Void> whenGranted(String name, Mono<Boolean> granted, Runnable whileHeld, Mono<Void> release) {
+        return granted.flatMap(acquired -> {
+            if (!acquired) {
+                return Mono.error(BenchmarkException.notAcquired(label(), name));
+            }
+            whileHeld.run();
+            return release;
+        });
     }
 
     /**
