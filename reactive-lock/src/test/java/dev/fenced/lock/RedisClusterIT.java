@@ -1,6 +1,7 @@
 package dev.fenced.lock;
 
 import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 import dev.fenced.testservices.RedisCluster;
 import dev.fenced.testservices.RedisProcess;
@@ -19,28 +20,51 @@ import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.TestInstance;
 import reactor.core.publisher.Flux;
 
 /**
- * The lock client on a real three-primary Redis Cluster started on loopback ports: locks spread over every
- * node, waiting through sharded pub/sub, renewals batched per node, and a reshard under held leases.
+ * The lock client on a real three-primary Redis 7 Cluster started on loopback ports: locks spread over every
+ * node, waiting through sharded pub/sub, renewals batched per node, a reshard under held leases, and replica
+ * acknowledgement routed to the lock's node.
  */
+@TestInstance(TestInstance.Lifecycle.PER_CLASS)
 class RedisClusterIT {
 
     private static final Duration BOUND = Duration.ofSeconds(20);
 
-    private static RedisCluster cluster;
+    private RedisCluster cluster;
 
     private String prefix;
     private final List<FencedLockClient> clients = new ArrayList<>();
 
     @BeforeAll
-    static void startCluster() {
-        cluster = RedisCluster.start(3);
+    void startCluster() {
+        cluster = newCluster();
+    }
+
+    /** The cluster under test: Redis 7 from the PATH. */
+    RedisCluster newCluster() {
+        return RedisCluster.start(3);
+    }
+
+    /** Whether the waiter of {@code channel} is subscribed where releases will be published. */
+    boolean subscribed(String channel) {
+        RedisProcess owner = cluster.nodes().get(cluster.ownerOf(cluster.slotOf(channel)));
+        return String.valueOf(owner.call("PUBSUB", "SHARDNUMSUB", channel)).equals("[" + channel + ", 1]");
+    }
+
+    /** The most script calls that renewing 300 leases for three periods may take: a few per node and period. */
+    long maxRenewalCalls() {
+        return 60;
+    }
+
+    RedisCluster cluster() {
+        return cluster;
     }
 
     @AfterAll
-    static void stopCluster() {
+    void stopCluster() {
         cluster.close();
     }
 
@@ -88,16 +112,14 @@ class RedisClusterIT {
     }
 
     @Test
-    void aWaiterIsWokenThroughShardedPubSub() throws Exception {
+    void aWaiterIsWokenByTheReleaseNotification() throws Exception {
         FencedLockClient holder = client(Duration.ofSeconds(60));
         FencedLockClient waiter = client(Duration.ofSeconds(60));
         FencedLease held = holder.acquire("wake").block(BOUND);
         String channel = prefix + "{wake}:released";
-        RedisProcess owner = cluster.nodes().get(cluster.ownerOf(cluster.slotOf(channel)));
 
         CompletableFuture<FencedLease> next = waiter.acquire("wake").toFuture();
-        await("the waiter to subscribe to the lock's shard channel",
-                () -> String.valueOf(owner.call("PUBSUB", "SHARDNUMSUB", channel)).equals("[" + channel + ", 1]"));
+        await("the waiter to subscribe to the lock's release channel", () -> subscribed(channel));
         held.release().block(BOUND);
 
         // The holder's lease had 60 s to run and the wait is bounded at 20 s: only the notification can wake it.
@@ -120,8 +142,8 @@ class RedisClusterIT {
         for (RedisProcess node : cluster.nodes()) {
             scriptCalls += calls(node, "evalsha") + calls(node, "eval");
         }
-        // Per lease or per slot, 300 leases would take about 900 calls; per node, a few per node and period.
-        assertThat(scriptCalls).isLessThanOrEqualTo(60);
+        // One call per lease or per slot would be about 900.
+        assertThat(scriptCalls).isLessThanOrEqualTo(maxRenewalCalls());
     }
 
     private static long calls(RedisProcess node, String command) {
@@ -165,6 +187,25 @@ class RedisClusterIT {
         assertThat(others).allMatch(FencedLease::isHeld);
         // The moved leases are renewed, not lost: the client follows the slot.
         assertThat(moved).allMatch(FencedLease::isHeld);
+    }
+
+    @Test
+    void replicaAcknowledgementRunsOnTheLocksNodeAndFailsWithoutReplicas() {
+        FencedLockClient acknowledged = FencedLockClient.builder()
+                .redisCluster(cluster.seedUri())
+                .keyPrefix(prefix)
+                .replicaAcknowledgement(1, Duration.ofMillis(100))
+                .build();
+        clients.add(acknowledged);
+        FencedLockClient other = client(Duration.ofSeconds(30));
+
+        for (int i = 0; i < 10; i++) {
+            String name = "acknowledged-" + i;
+            // A script sent to the wrong node would fail with MOVED instead.
+            assertThatThrownBy(() -> acknowledged.acquire(name).block(BOUND))
+                    .isInstanceOfSatisfying(ReplicaAcknowledgementException.class, e -> assertThat(e.acknowledged()).isZero());
+            assertThat(other.tryAcquire(name).blockOptional(BOUND)).as("released again: " + name).isPresent();
+        }
     }
 
     /** Lock names whose keys share one hash slot (found by search, since names may not contain braces). */

@@ -19,7 +19,8 @@ import reactor.blockhound.integration.BlockHoundIntegration;
  *       contention on a field update, not I/O, and failing it inside Lettuce would leave the connection
  *       unusable, so its two entry points are allowed;</li>
  *   <li>Lettuce's cluster client sets up a new node connection under a short in-memory lock
- *       ({@code PooledClusterConnectionProvider}), so that callback is allowed too;</li>
+ *       ({@code PooledClusterConnectionProvider}), and Netty's adaptive buffer allocator takes a short lock
+ *       when it grows; both are allowed;</li>
  *   <li>every other blocking call prints its full stack before it fails, since libraries often catch the
  *       error and log only its message.</li>
  * </ul>
@@ -35,6 +36,8 @@ public final class ProjectBlockHoundIntegration implements BlockHoundIntegration
         // The cluster client guards a new node connection's state with a lock held for a few field writes.
         builder.allowBlockingCallsInside("io.lettuce.core.cluster.PooledClusterConnectionProvider$NodeConnectionPostProcessor",
                 "lambda$apply$4");
+        // Netty 4.2's adaptive allocator takes a short write lock when it adds a buffer magazine.
+        builder.allowBlockingCallsInside("io.netty.buffer.AdaptivePoolingAllocator$MagazineGroup", "tryExpandMagazines");
         builder.blockingMethodCallback(method -> {
             new Exception("Blocking call " + method + " on thread " + Thread.currentThread().getName()).printStackTrace();
             throw new BlockingOperationError(method);

@@ -37,14 +37,31 @@ public final class RedisCluster implements AutoCloseable {
      * @throws IllegalStateException if a node does not start or the cluster does not form in time
      */
     public static RedisCluster start(int primaries) {
+        return start(primaries, false);
+    }
+
+    /**
+     * As {@link #start(int)}, on the {@code redis-server} shipped in {@code embedded-redis} (Redis 6.2),
+     * for tests of how the client behaves on a cluster before Redis 7 (no sharded pub/sub, no
+     * cross-slot script flags).
+     *
+     * @param primaries the number of primaries, at least 1
+     * @return the running cluster
+     */
+    public static RedisCluster startRedis6(int primaries) {
+        return start(primaries, true);
+    }
+
+    private static RedisCluster start(int primaries, boolean redis6) {
         if (primaries < 1) {
             throw new IllegalArgumentException("primaries must be at least 1, was " + primaries);
         }
         List<RedisProcess> nodes = new ArrayList<>();
         try {
             for (int i = 0; i < primaries; i++) {
-                nodes.add(RedisProcess.start("--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
-                        "--cluster-node-timeout", "2000"));
+                String[] options = {"--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
+                    "--cluster-node-timeout", "2000"};
+                nodes.add(redis6 ? RedisProcess.startFromEmbeddedArtifact(options) : RedisProcess.start(options));
             }
             List<String> ids = new ArrayList<>();
             for (int i = 0; i < primaries; i++) {

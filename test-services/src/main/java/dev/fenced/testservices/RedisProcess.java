@@ -63,7 +63,27 @@ public final class RedisProcess implements AutoCloseable {
      * @return the running process
      */
     public static RedisProcess startWithConfig(@Nullable String config, String... options) {
-        File executable = binary();
+        return startWith(binary(), config, options);
+    }
+
+    /**
+     * Starts the {@code redis-server} shipped in {@code com.github.codemonstur:embedded-redis} (Redis 6.2),
+     * for tests of how the client behaves on servers before Redis 7.
+     *
+     * @param options further options
+     * @return the running process
+     */
+    public static RedisProcess startFromEmbeddedArtifact(String... options) {
+        File executable;
+        try {
+            executable = EmbeddedRedis.Binary.ARTIFACT.executable();
+        } catch (IOException e) {
+            throw new IllegalStateException("The embedded-redis binary is not usable: " + e.getMessage(), e);
+        }
+        return startWith(executable, null, options);
+    }
+
+    private static RedisProcess startWith(File executable, @Nullable String config, String... options) {
         Path directory;
         try {
             directory = Files.createTempDirectory("fenced-redis-process-");

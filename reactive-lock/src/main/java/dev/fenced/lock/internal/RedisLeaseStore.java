@@ -153,10 +153,21 @@ public final class RedisLeaseStore implements LeaseStore {
                         r, acquireScript, ScriptOutputType.MULTI, scriptKeys, args)
                 .map(RedisLeaseStore::acquireReply)
                 .flatMap(reply -> !reply.acquired() ? Mono.just(reply)
-                        : r.waitForReplication(acks.replicas(), acks.timeout().toMillis()).flatMap(acknowledged -> acknowledged >= acks.replicas()
-                                ? Mono.just(reply)
-                                : Mono.error(ReplicaAcknowledgementException.of(name, acknowledged, acks.replicas(), acks.timeout())))),
+                        : r.waitForReplication(acks.replicas(), acks.timeout().toMillis())
+                                .flatMap(acknowledged -> acknowledged >= acks.replicas() ? Mono.just(reply)
+                                        : unacknowledged(name, owner, reply.token(), acknowledged))),
                 commandTimeout.plus(acks.timeout()));
+    }
+
+    /** Releases an acquire too few replicas acknowledged, then fails with that: the lock is free when the error arrives. */
+    private Mono<AcquireReply> unacknowledged(String name, String owner, long token, long acknowledged) {
+        ReplicaAcknowledgementException error = ReplicaAcknowledgementException.of(name, acknowledged, acks.replicas(), acks.timeout());
+        return release(name, owner, token)
+                .onErrorResume(e -> {
+                    error.addSuppressed(e);
+                    return Mono.empty();
+                })
+                .then(Mono.error(error));
     }
 
     private static AcquireReply acquireReply(List<Long> reply) {
