@@ -10,6 +10,7 @@ import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.UUID;
+import java.util.function.IntFunction;
 
 /**
  * Runs every workload against every peer (Fenced, a bare Lettuce lock, Redisson's {@code RLock} and
@@ -131,36 +132,41 @@ public final class Benchmarks {
     private static Report.Storage storage(String redisUri, String prefix, Mode mode) {
         try (BenchPostgres db = BenchPostgres.start(mode.accounts); FencedLock locks = new FencedLock(redisUri, prefix)) {
             StorageWorkloads storage = new StorageWorkloads(db, mode.accounts);
-            List<StorageWorkloads.Writes> plain = new ArrayList<>();
-            List<StorageWorkloads.Writes> fenced = new ArrayList<>();
             FencedLease lease = locks.client().acquire("storage-updates").block(Duration.ofSeconds(30));
             if (lease == null) {
                 throw BenchmarkException.notAcquired("Fenced", "storage-updates");
             }
-            for (int round = 0; round < mode.warmups + mode.rounds; round++) {
-                StorageWorkloads.Writes p = storage.plainUpdates(mode.updates, round);
-                StorageWorkloads.Writes f = storage.fencedUpdates(lease, mode.updates, round);
-                if (round >= mode.warmups) {
-                    plain.add(p);
-                    fenced.add(f);
-                }
-            }
+            List<StorageWorkloads.Writes> updates = inTurns(mode, round -> storage.plainUpdates(mode.updates, round),
+                    round -> storage.fencedUpdates(lease, mode.updates, round));
             lease.release().block(Duration.ofSeconds(30));
             // The batch's leases have tokens of their own lock names: start them from an empty fence.
             db.clearTokens();
-            List<StorageWorkloads.Writes> unlocked = new ArrayList<>();
-            List<StorageWorkloads.Writes> locked = new ArrayList<>();
-            for (int round = 0; round < mode.warmups + mode.rounds; round++) {
-                StorageWorkloads.Writes u = storage.unlockedBatch(mode.batchItems, round);
-                StorageWorkloads.Writes l = storage.lockedBatch(locks.client(), mode.batchItems, round);
-                if (round >= mode.warmups) {
-                    unlocked.add(u);
-                    locked.add(l);
-                }
-            }
-            return new Report.Storage(db.version() + " at " + db.server, median(plain), median(fenced), median(unlocked),
-                    median(locked));
+            List<StorageWorkloads.Writes> batches = inTurns(mode, round -> storage.unlockedBatch(mode.batchItems, round),
+                    round -> storage.lockedBatch(locks.client(), mode.batchItems, round));
+            return new Report.Storage(db.version() + " at " + db.server, updates.get(0), updates.get(1), batches.get(0),
+                    batches.get(1));
         }
+    }
+
+    /**
+     * Both sides of a comparison in every round, taking turns to go first, so that neither always runs on a
+     * table the other has just warmed or dirtied.
+     *
+     * @return the medians of the measured rounds: {@code a}'s, then {@code b}'s
+     */
+    private static List<StorageWorkloads.Writes> inTurns(Mode mode, IntFunction<StorageWorkloads.Writes> a,
+            IntFunction<StorageWorkloads.Writes> b) {
+        List<StorageWorkloads.Writes> as = new ArrayList<>();
+        List<StorageWorkloads.Writes> bs = new ArrayList<>();
+        for (int round = 0; round < mode.warmups + mode.rounds; round++) {
+            StorageWorkloads.Writes first = round % 2 == 0 ? a.apply(round) : b.apply(round);
+            StorageWorkloads.Writes second = round % 2 == 0 ? b.apply(round) : a.apply(round);
+            if (round >= mode.warmups) {
+                as.add(round % 2 == 0 ? first : second);
+                bs.add(round % 2 == 0 ? second : first);
+            }
+        }
+        return List.of(median(as), median(bs));
     }
 
     private static StorageWorkloads.Writes median(List<StorageWorkloads.Writes> rounds) {
