@@ -5,6 +5,7 @@ import dev.fenced.lock.LockObserver;
 import dev.fenced.lock.micrometer.MicrometerLockObserver;
 import io.micrometer.core.instrument.MeterRegistry;
 import io.micrometer.observation.ObservationRegistry;
+import java.util.List;
 import org.springframework.beans.factory.ObjectProvider;
 import org.springframework.boot.health.autoconfigure.contributor.ConditionalOnEnabledHealthIndicator;
 import org.springframework.boot.health.contributor.ReactiveHealthIndicator;
@@ -44,9 +45,18 @@ public class FencedLockAutoConfiguration {
     @ConditionalOnMissingBean
     public FencedLockClient fencedLockClient(FencedProperties properties, Environment environment,
             ObjectProvider<LockObserver> observer) {
-        FencedLockClient.Builder builder = FencedLockClient.builder()
-                .redisUri(redisUri(properties, environment))
-                .keyPrefix(properties.keyPrefix())
+        FencedLockClient.Builder builder = FencedLockClient.builder();
+        List<String> cluster = clusterNodes(properties, environment);
+        if (cluster.isEmpty()) {
+            builder.redisUri(redisUri(properties, environment));
+        } else {
+            builder.redisCluster(cluster.toArray(String[]::new));
+        }
+        if (properties.replicaAcknowledgement().replicas() > 0) {
+            builder.replicaAcknowledgement(properties.replicaAcknowledgement().replicas(),
+                    properties.replicaAcknowledgement().timeout());
+        }
+        builder.keyPrefix(properties.keyPrefix())
                 .leaseTime(properties.leaseTime())
                 .maxWait(properties.maxWait());
         if (properties.renewalPeriod() != null) {
@@ -106,6 +116,28 @@ public class FencedLockAutoConfiguration {
             uri = "redis://" + host + ":" + port;
         }
         return uri;
+    }
+
+    /**
+     * The nodes of a Redis Cluster as URIs: {@code fenced.cluster-nodes}, else
+     * {@code spring.data.redis.cluster.nodes}; empty when neither is set. A node given as {@code host:port}
+     * becomes {@code redis://host:port}.
+     *
+     * @param properties the Fenced properties
+     * @param environment to find cluster nodes given the Spring Data Redis way
+     * @return the node URIs, possibly empty
+     */
+    public static List<String> clusterNodes(FencedProperties properties, Environment environment) {
+        List<String> nodes = properties.clusterNodes();
+        if (nodes == null || nodes.isEmpty()) {
+            String[] spring = environment.getProperty("spring.data.redis.cluster.nodes", String[].class);
+            nodes = spring == null ? List.of() : List.of(spring);
+        }
+        return nodes.stream()
+                .map(String::trim)
+                .filter(node -> !node.isEmpty())
+                .map(node -> node.contains("://") ? node : "redis://" + node)
+                .toList();
     }
 
     /** With Actuator's health support present: the {@code fenced} health indicator. */

@@ -1,6 +1,7 @@
 package dev.fenced.spring;
 
 import java.time.Duration;
+import java.util.List;
 import org.jspecify.annotations.Nullable;
 import org.springframework.boot.context.properties.ConfigurationProperties;
 import org.springframework.boot.context.properties.bind.DefaultValue;
@@ -11,12 +12,17 @@ import org.springframework.boot.context.properties.bind.DefaultValue;
  *
  * <p>Immutable and thread-safe.
  *
- * @param redisUri the Redis server ({@code redis://host:port}); when absent, {@code spring.data.redis.url},
- *     else {@code spring.data.redis.host}/{@code port}, else {@code redis://127.0.0.1:6379}
+ * @param redisUri the Redis server ({@code redis://host:port}, or {@code redis-sentinel://host:port,...#primary}
+ *     to follow failovers through Sentinel); when absent, {@code spring.data.redis.url}, else
+ *     {@code spring.data.redis.host}/{@code port}, else {@code redis://127.0.0.1:6379}
+ * @param clusterNodes nodes of a Redis Cluster ({@code host:port} or {@code redis://host:port}); when absent,
+ *     {@code spring.data.redis.cluster.nodes}; when neither is set, the client uses one server
+ *     ({@code redisUri})
  * @param keyPrefix the prefix of every key the client uses; clients that must exclude each other share it
  * @param leaseTime the default lease time
  * @param renewalPeriod how often held leases are renewed; absent means a third of the lease time
  * @param maxWait how long an acquire waits for a held lock
+ * @param replicaAcknowledgement how many replicas must acknowledge an acquire ({@code WAIT}); none by default
  */
 @ConfigurationProperties(prefix = "fenced")
 public record FencedProperties(
@@ -24,5 +30,16 @@ public record FencedProperties(
         @DefaultValue("fenced:") String keyPrefix,
         @DefaultValue("30s") Duration leaseTime,
         @Nullable Duration renewalPeriod,
-        @DefaultValue("30s") Duration maxWait) {
+        @DefaultValue("30s") Duration maxWait,
+        @Nullable List<String> clusterNodes,
+        @DefaultValue ReplicaAcknowledgement replicaAcknowledgement) {
+
+    /**
+     * Replica acknowledgement of acquires, under {@code fenced.replica-acknowledgement}.
+     *
+     * @param replicas how many replicas must acknowledge; 0 (the default) for none
+     * @param timeout how long an acquire waits for them; default 200 ms
+     */
+    public record ReplicaAcknowledgement(@DefaultValue("0") int replicas, @DefaultValue("200ms") Duration timeout) {
+    }
 }

@@ -4,10 +4,12 @@ import static org.assertj.core.api.Assertions.assertThat;
 
 import dev.fenced.lock.FencedLease;
 import dev.fenced.lock.FencedLockClient;
+import dev.fenced.testservices.RedisCluster;
 import dev.fenced.testservices.RedisServer;
 import dev.fenced.testservices.RedisServerExtension;
 import io.lettuce.core.RedisClient;
 import java.time.Duration;
+import java.util.List;
 import java.util.UUID;
 import java.util.concurrent.atomic.AtomicReference;
 import org.junit.jupiter.api.Test;
@@ -16,6 +18,7 @@ import org.springframework.boot.autoconfigure.AutoConfigurations;
 import org.springframework.boot.health.contributor.Health;
 import org.springframework.boot.health.contributor.Status;
 import org.springframework.boot.test.context.runner.ApplicationContextRunner;
+import reactor.core.publisher.Flux;
 
 /** The auto-configured client against a real Redis: health, and leases released on shutdown. */
 @ExtendWith(RedisServerExtension.class)
@@ -23,6 +26,22 @@ class FencedLockAutoConfigurationIT {
 
     private final ApplicationContextRunner runner = new ApplicationContextRunner()
             .withConfiguration(AutoConfigurations.of(FencedLockAutoConfiguration.class));
+
+    @Test
+    void clusterNodesGiveAClusterClient() {
+        try (RedisCluster cluster = RedisCluster.start(3)) {
+            runner.withPropertyValues("fenced.cluster-nodes=" + cluster.seedUri().substring("redis://".length()))
+                    .run(context -> {
+                        FencedLockClient locks = context.getBean(FencedLockClient.class);
+                        // A client of one node would get MOVED for the names that live on the other two.
+                        List<Long> tokens = Flux.range(0, 30)
+                                .flatMap(i -> locks.acquire("spread-" + i).flatMap(l -> l.release().thenReturn(l.token())))
+                                .collectList()
+                                .block(Duration.ofSeconds(20));
+                        assertThat(tokens).hasSize(30).allMatch(token -> token > 0);
+                    });
+        }
+    }
 
     @Test
     void closingTheContextReleasesHeldLeases(RedisServer redis) {

@@ -49,6 +49,36 @@ class FencedLockAutoConfigurationTest {
     }
 
     @Test
+    void clusterNodesAndReplicaAcknowledgementAreBound() {
+        runner.withPropertyValues("fenced.cluster-nodes=10.0.0.1:7000, redis://10.0.0.2:7000",
+                        "fenced.replica-acknowledgement.replicas=1", "fenced.replica-acknowledgement.timeout=50ms")
+                .run(context -> {
+                    FencedProperties properties = context.getBean(FencedProperties.class);
+                    assertThat(FencedLockAutoConfiguration.clusterNodes(properties, context.getEnvironment()))
+                            .containsExactly("redis://10.0.0.1:7000", "redis://10.0.0.2:7000");
+                    assertThat(properties.replicaAcknowledgement().replicas()).isEqualTo(1);
+                    assertThat(properties.replicaAcknowledgement().timeout()).isEqualTo(Duration.ofMillis(50));
+                    assertThat(context).hasSingleBean(FencedLockClient.class);
+                });
+    }
+
+    @Test
+    void withoutClusterNodesTheClientUsesOneServerAndNoReplicaAcknowledgement() {
+        runner.run(context -> {
+            FencedProperties properties = context.getBean(FencedProperties.class);
+            assertThat(FencedLockAutoConfiguration.clusterNodes(properties, context.getEnvironment())).isEmpty();
+            assertThat(properties.replicaAcknowledgement().replicas()).isZero();
+        });
+    }
+
+    @Test
+    void springDataRedisClusterNodesAreAFallback() {
+        runner.withPropertyValues("spring.data.redis.cluster.nodes=10.0.0.5:7000,10.0.0.6:7001")
+                .run(context -> assertThat(FencedLockAutoConfiguration.clusterNodes(context.getBean(FencedProperties.class),
+                        context.getEnvironment())).containsExactly("redis://10.0.0.5:7000", "redis://10.0.0.6:7001"));
+    }
+
+    @Test
     void springDataRedisPropertiesAreAFallback() {
         runner.withPropertyValues("fenced.redis-uri=", "spring.data.redis.host=redis.internal", "spring.data.redis.port=6390")
                 .run(context -> assertThat(FencedLockAutoConfiguration.redisUri(context.getBean(FencedProperties.class),
