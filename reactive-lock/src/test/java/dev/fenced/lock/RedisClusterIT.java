@@ -129,6 +129,25 @@ class RedisClusterIT {
     }
 
     @Test
+    void aWaiterWhoseChannelMovesWithItsSlotIsStillWoken() throws Exception {
+        FencedLockClient holder = client(Duration.ofSeconds(60));
+        FencedLockClient waiter = client(Duration.ofSeconds(60));
+        FencedLease held = holder.acquire("moving").block(BOUND);
+        String channel = prefix + "{moving}:released";
+        CompletableFuture<FencedLease> next = waiter.acquire("moving").toFuture();
+        await("the waiter to subscribe", () -> subscribed(channel));
+        int slot = cluster.slotOf(channel);
+
+        cluster.moveSlot(slot, (cluster.ownerOf(slot) + 1) % cluster.nodes().size());
+        await("the waiter to subscribe where the slot went", () -> subscribed(channel));
+        held.release().block(BOUND);
+
+        FencedLease woken = next.get(BOUND.toSeconds(), TimeUnit.SECONDS);
+        assertThat(woken.token()).isGreaterThan(held.token());
+        woken.release().block(BOUND);
+    }
+
+    @Test
     void renewalsAreBatchedPerNode() throws Exception {
         FencedLockClient locks = client(Duration.ofSeconds(6));
         List<FencedLease> leases = Flux.range(0, 300).flatMap(i -> locks.acquire("batch-" + i), 64).collectList().block(BOUND);

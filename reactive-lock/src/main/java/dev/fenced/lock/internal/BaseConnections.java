@@ -10,7 +10,6 @@ import java.time.Duration;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CompletionStage;
 import java.util.concurrent.TimeUnit;
-import java.util.function.Consumer;
 import java.util.function.Supplier;
 import org.jspecify.annotations.Nullable;
 import reactor.core.publisher.Mono;
@@ -43,25 +42,25 @@ abstract class BaseConnections<C extends StatefulConnection<String, String>, P e
      * @param keyPrefix the key prefix, for warnings
      * @param connectCommands opens the command connection
      * @param connectPubSub opens the pub/sub connection
-     * @param onRelease called with the channel of every release notification heard
+     * @param listener told of release notifications and lost subscriptions
      */
     BaseConnections(AbstractRedisClient client, boolean ownsClient, String keyPrefix,
             Supplier<CompletionStage<C>> connectCommands, Supplier<CompletionStage<P>> connectPubSub,
-            Consumer<String> onRelease) {
+            RedisConnections.Listener listener) {
         this.client = client;
         this.ownsClient = ownsClient;
         this.keyPrefix = keyPrefix;
         this.commands = new LazyConnection<>(() -> connectCommands.get().toCompletableFuture().thenCompose(this::inspect));
         this.acknowledged = new LazyConnection<>(() -> connectCommands.get().toCompletableFuture());
         this.pubSub = new LazyConnection<>(() -> connectPubSub.get().toCompletableFuture()
-                .thenApply(c -> listen(c, onRelease)));
+                .thenApply(c -> listen(c, listener)));
     }
 
     /** The reactive commands of a command connection. */
     abstract RedisClusterReactiveCommands<String, String> reactive(C connection);
 
     /** Registers the listener that reports release notifications; returns the connection. */
-    abstract P listen(P connection, Consumer<String> onRelease);
+    abstract P listen(P connection, RedisConnections.Listener listener);
 
     @Override
     public final Mono<RedisClusterReactiveCommands<String, String>> commands() {

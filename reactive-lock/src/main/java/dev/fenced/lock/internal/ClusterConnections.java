@@ -13,7 +13,6 @@ import io.lettuce.core.cluster.pubsub.StatefulRedisClusterPubSubConnection;
 import io.lettuce.core.codec.StringCodec;
 import java.time.Duration;
 import java.util.List;
-import java.util.function.Consumer;
 import reactor.core.publisher.Mono;
 
 /**
@@ -25,19 +24,19 @@ import reactor.core.publisher.Mono;
 final class ClusterConnections extends BaseConnections<StatefulRedisClusterConnection<String, String>,
         StatefulRedisClusterPubSubConnection<String, String>> {
 
-    private ClusterConnections(RedisClusterClient client, boolean owns, String keyPrefix, Consumer<String> onRelease) {
+    private ClusterConnections(RedisClusterClient client, boolean owns, String keyPrefix, RedisConnections.Listener listener) {
         super(client, owns, keyPrefix,
                 // Lettuce connects only once it knows the topology; loading it first never blocks a thread.
                 () -> client.refreshPartitionsAsync().thenCompose(loaded -> client.connectAsync(StringCodec.UTF8)),
                 () -> client.refreshPartitionsAsync().thenCompose(loaded -> client.connectPubSubAsync(StringCodec.UTF8)),
-                onRelease);
+                listener);
     }
 
     /**
      * Connections on a cluster client created and owned here: commands rejected while disconnected, the
      * command timeout, and a topology refreshed on redirections and reconnects and every 30 seconds.
      */
-    static ClusterConnections owned(List<RedisURI> seeds, Duration commandTimeout, String keyPrefix, Consumer<String> onRelease) {
+    static ClusterConnections owned(List<RedisURI> seeds, Duration commandTimeout, String keyPrefix, RedisConnections.Listener listener) {
         RedisClusterClient client = RedisClusterClient.create(seeds);
         ClusterClientOptions.Builder options = lockClientOptions(ClusterClientOptions.builder(), commandTimeout);
         options.topologyRefreshOptions(ClusterTopologyRefreshOptions.builder()
@@ -45,12 +44,12 @@ final class ClusterConnections extends BaseConnections<StatefulRedisClusterConne
                 .enablePeriodicRefresh(Duration.ofSeconds(30))
                 .build());
         client.setOptions(options.build());
-        return new ClusterConnections(client, true, keyPrefix, onRelease);
+        return new ClusterConnections(client, true, keyPrefix, listener);
     }
 
     /** Connections on a cluster client shared with the application, which keeps its options. */
-    static ClusterConnections shared(RedisClusterClient client, String keyPrefix, Consumer<String> onRelease) {
-        return new ClusterConnections(client, false, keyPrefix, onRelease);
+    static ClusterConnections shared(RedisClusterClient client, String keyPrefix, RedisConnections.Listener listener) {
+        return new ClusterConnections(client, false, keyPrefix, listener);
     }
 
     @Override
@@ -60,18 +59,24 @@ final class ClusterConnections extends BaseConnections<StatefulRedisClusterConne
 
     @Override
     StatefulRedisClusterPubSubConnection<String, String> listen(StatefulRedisClusterPubSubConnection<String, String> connection,
-            Consumer<String> onRelease) {
+            RedisConnections.Listener listener) {
         // Sharded subscriptions live on node connections; their messages reach this listener only with propagation on.
         connection.setNodeMessagePropagation(true);
         connection.addListener(new RedisClusterPubSubAdapter<>() {
             @Override
             public void message(RedisClusterNode node, String channel, String message) {
-                onRelease.accept(channel);
+                listener.released(channel);
             }
 
             @Override
             public void smessage(RedisClusterNode node, String channel, String message) {
-                onRelease.accept(channel);
+                listener.released(channel);
+            }
+
+            @Override
+            public void sunsubscribed(RedisClusterNode node, String channel, long count) {
+                // Also pushed by the server when the channel's slot moves away: subscribe again where it went.
+                listener.unsubscribed(channel);
             }
         });
         return connection;

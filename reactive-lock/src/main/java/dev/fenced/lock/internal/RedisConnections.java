@@ -132,4 +132,23 @@ interface RedisConnections {
             }
         }
     }
+
+    /** What the pub/sub connection reports to the store. Called on the connection's event loop. */
+    interface Listener {
+
+        /**
+         * A release notification arrived.
+         *
+         * @param channel its channel
+         */
+        void released(String channel);
+
+        /**
+         * A subscription ended: because the store unsubscribed, or because the server ended it (a sharded
+         * channel whose slot moved to another node).
+         *
+         * @param channel the channel
+         */
+        void unsubscribed(String channel);
+    }
 }

@@ -63,13 +63,23 @@ public final class RedisLeaseStore implements LeaseStore {
     private final LuaScript releaseScript = LuaScript.RELEASE;
 
     private RedisLeaseStore(ClientSettings settings, ReplicaAcks acks,
-            java.util.function.Function<java.util.function.Consumer<String>, RedisConnections> connect) {
+            java.util.function.Function<RedisConnections.Listener, RedisConnections> connect) {
         this.keys = new KeyLayout(settings.keyPrefix());
         this.commandTimeout = settings.commandTimeout();
         this.connectTimeout = BaseConnections.connectTimeout(settings.commandTimeout());
         this.scheduler = settings.scheduler();
         this.acks = acks;
-        this.connections = connect.apply(this::onRelease);
+        this.connections = connect.apply(new RedisConnections.Listener() {
+            @Override
+            public void released(String channel) {
+                onRelease(channel);
+            }
+
+            @Override
+            public void unsubscribed(String channel) {
+                resubscribe(channel);
+            }
+        });
     }
 
     /**
@@ -84,7 +94,7 @@ public final class RedisLeaseStore implements LeaseStore {
      */
     public static RedisLeaseStore owned(RedisURI uri, ClientSettings settings, ReplicaAcks acks) {
         return new RedisLeaseStore(settings, acks,
-                onRelease -> StandaloneConnections.owned(uri, settings.commandTimeout(), settings.keyPrefix(), onRelease));
+                listener -> StandaloneConnections.owned(uri, settings.commandTimeout(), settings.keyPrefix(), listener));
     }
 
     /**
@@ -110,7 +120,7 @@ public final class RedisLeaseStore implements LeaseStore {
      */
     public static RedisLeaseStore shared(RedisClient client, RedisURI uri, ClientSettings settings, ReplicaAcks acks) {
         return new RedisLeaseStore(settings, acks,
-                onRelease -> StandaloneConnections.shared(client, uri, settings.keyPrefix(), onRelease));
+                listener -> StandaloneConnections.shared(client, uri, settings.keyPrefix(), listener));
     }
 
     /**
@@ -124,7 +134,7 @@ public final class RedisLeaseStore implements LeaseStore {
      */
     public static RedisLeaseStore cluster(List<RedisURI> seeds, ClientSettings settings, ReplicaAcks acks) {
         return new RedisLeaseStore(settings, acks,
-                onRelease -> ClusterConnections.owned(seeds, settings.commandTimeout(), settings.keyPrefix(), onRelease));
+                listener -> ClusterConnections.owned(seeds, settings.commandTimeout(), settings.keyPrefix(), listener));
     }
 
     /**
@@ -137,7 +147,7 @@ public final class RedisLeaseStore implements LeaseStore {
      */
     public static RedisLeaseStore sharedCluster(RedisClusterClient client, ClientSettings settings, ReplicaAcks acks) {
         return new RedisLeaseStore(settings, acks,
-                onRelease -> ClusterConnections.shared(client, settings.keyPrefix(), onRelease));
+                listener -> ClusterConnections.shared(client, settings.keyPrefix(), listener));
     }
 
     @Override
@@ -376,6 +386,21 @@ public final class RedisLeaseStore implements LeaseStore {
             if (--watch.refs == 0 && watches.remove(channel, watch)) {
                 connections.unsubscribe(channel)
                         .subscribe(null, e -> log.debug("UNSUBSCRIBE {} failed: {}", channel, e.toString()));
+            }
+        }
+    }
+
+    /**
+     * The server ended a subscription we did not end (a sharded channel whose slot moved): subscribe again,
+     * on the slot's new node, if someone still watches it. Notifications missed meanwhile are covered by
+     * the waiters' timers.
+     */
+    private void resubscribe(String channel) {
+        synchronized (watches) {
+            if (watches.containsKey(channel)) {
+                connections.subscribe(channel)
+                        .timeout(connectTimeout.plus(commandTimeout), scheduler)
+                        .subscribe(null, e -> log.debug("Subscribing again to {} failed: {}", channel, e.toString()));
             }
         }
     }

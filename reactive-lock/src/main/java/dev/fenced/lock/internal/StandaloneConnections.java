@@ -9,7 +9,6 @@ import io.lettuce.core.codec.StringCodec;
 import io.lettuce.core.pubsub.RedisPubSubAdapter;
 import io.lettuce.core.pubsub.StatefulRedisPubSubConnection;
 import java.time.Duration;
-import java.util.function.Consumer;
 import reactor.core.publisher.Mono;
 
 /**
@@ -20,26 +19,26 @@ import reactor.core.publisher.Mono;
 final class StandaloneConnections extends BaseConnections<StatefulRedisConnection<String, String>,
         StatefulRedisPubSubConnection<String, String>> {
 
-    private StandaloneConnections(RedisClient client, boolean owns, RedisURI uri, String keyPrefix, Consumer<String> onRelease) {
+    private StandaloneConnections(RedisClient client, boolean owns, RedisURI uri, String keyPrefix, RedisConnections.Listener listener) {
         super(client, owns, keyPrefix,
                 () -> client.connectAsync(StringCodec.UTF8, uri),
                 () -> client.connectPubSubAsync(StringCodec.UTF8, uri),
-                onRelease);
+                listener);
     }
 
     /**
      * Connections on a Lettuce client created and owned here: commands are rejected while disconnected
      * (never buffered) and time out after the command timeout.
      */
-    static StandaloneConnections owned(RedisURI uri, Duration commandTimeout, String keyPrefix, Consumer<String> onRelease) {
+    static StandaloneConnections owned(RedisURI uri, Duration commandTimeout, String keyPrefix, RedisConnections.Listener listener) {
         RedisClient client = RedisClient.create(uri);
         client.setOptions(lockClientOptions(ClientOptions.builder(), commandTimeout).build());
-        return new StandaloneConnections(client, true, uri, keyPrefix, onRelease);
+        return new StandaloneConnections(client, true, uri, keyPrefix, listener);
     }
 
     /** Connections on a Lettuce client shared with the application, which keeps its options. */
-    static StandaloneConnections shared(RedisClient client, RedisURI uri, String keyPrefix, Consumer<String> onRelease) {
-        return new StandaloneConnections(client, false, uri, keyPrefix, onRelease);
+    static StandaloneConnections shared(RedisClient client, RedisURI uri, String keyPrefix, RedisConnections.Listener listener) {
+        return new StandaloneConnections(client, false, uri, keyPrefix, listener);
     }
 
     @Override
@@ -49,11 +48,11 @@ final class StandaloneConnections extends BaseConnections<StatefulRedisConnectio
 
     @Override
     StatefulRedisPubSubConnection<String, String> listen(StatefulRedisPubSubConnection<String, String> connection,
-            Consumer<String> onRelease) {
+            RedisConnections.Listener listener) {
         connection.addListener(new RedisPubSubAdapter<>() {
             @Override
             public void message(String channel, String message) {
-                onRelease.accept(channel);
+                listener.released(channel);
             }
         });
         return connection;
