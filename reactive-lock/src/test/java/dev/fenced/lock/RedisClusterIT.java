@@ -148,6 +148,25 @@ class RedisClusterIT {
     }
 
     @Test
+    void scriptsAreLoadedAgainAfterEveryNodeForgotThem() throws Exception {
+        FencedLockClient locks = client(Duration.ofSeconds(6));
+        List<FencedLease> before = Flux.range(0, 30).flatMap(i -> locks.acquire("flush-" + i)).collectList().block(BOUND);
+
+        cluster.nodes().forEach(node -> node.call("SCRIPT", "FLUSH"));
+        // Past a renewal period (two seconds): the renewal script is sent again.
+        Thread.sleep(3_000);
+
+        assertThat(before.stream().filter(lease -> !lease.isHeld()).map(lease -> lease.lost().block(BOUND).getMessage()))
+                .as("leases lost").isEmpty();
+        List<Long> after = Flux.fromIterable(before)
+                .flatMap(lease -> lease.release().then(locks.acquire(lease.name())))
+                .flatMap(lease -> lease.release().thenReturn(lease.token()))
+                .collectList()
+                .block(BOUND);
+        assertThat(after).hasSize(30);
+    }
+
+    @Test
     void renewalsAreBatchedPerNode() throws Exception {
         FencedLockClient locks = client(Duration.ofSeconds(6));
         List<FencedLease> leases = Flux.range(0, 300).flatMap(i -> locks.acquire("batch-" + i), 64).collectList().block(BOUND);
