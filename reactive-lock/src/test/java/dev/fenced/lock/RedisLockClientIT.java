@@ -147,6 +147,28 @@ class RedisLockClientIT {
     }
 
     @Test
+    void aSharedClientWithoutAutoReconnectGetsANewConnectionAfterALostOne() throws Exception {
+        TcpProxy proxy = TcpProxy.start(redis.host(), redis.port());
+        toClose.add(proxy);
+        RedisClient shared = RedisClient.create();
+        shared.setOptions(io.lettuce.core.ClientOptions.builder().autoReconnect(false).build());
+        toClose.add(shared::shutdown);
+        FencedLockClient locks = client(FencedLockClient.builder()
+                .redisClient(shared, RedisURI.create("redis://" + proxy.host() + ":" + proxy.port())));
+        FencedLease first = locks.acquire("no-auto-reconnect").block(BOUND);
+        first.release().block(BOUND);
+
+        proxy.resetAll();
+
+        // The first command after the reset may still meet the dead connection; then a new one is opened.
+        FencedLease second = Mono.defer(() -> locks.acquire("no-auto-reconnect"))
+                .retryWhen(reactor.util.retry.Retry.max(1).filter(LockServiceException.class::isInstance))
+                .block(BOUND);
+        assertThat(second.token()).isGreaterThan(first.token());
+        second.release().block(BOUND);
+    }
+
+    @Test
     void releaseAfterExpiryReportsNotHeldAndLeavesTheNewHolderAlone() throws Exception {
         TcpProxy proxy = TcpProxy.start(redis.host(), redis.port());
         toClose.add(proxy);

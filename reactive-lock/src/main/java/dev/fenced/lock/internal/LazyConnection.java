@@ -9,7 +9,7 @@ import reactor.core.publisher.Mono;
 
 /**
  * A connection opened on first use and shared afterwards. A failed attempt is not remembered: the next
- * use tries again. Cancelling a subscriber does not cancel the shared attempt. Thread-safe.
+ * use tries again; so is a connection that closed on a client without auto-reconnect. Cancelling a subscriber does not cancel the shared attempt. Thread-safe.
  *
  * @param <C> the connection type
  */
@@ -29,7 +29,7 @@ final class LazyConnection<C extends StatefulConnection<?, ?>> {
                 return Mono.error(new IllegalStateException("connection closed"));
             }
             CompletableFuture<C> existing = current.get();
-            if (existing == null || existing.isCompletedExceptionally()) {
+            if (existing == null || existing.isCompletedExceptionally() || isClosedForGood(existing)) {
                 CompletableFuture<C> fresh = new CompletableFuture<>();
                 if (current.compareAndSet(existing, fresh)) {
                     connect(fresh);
@@ -38,6 +38,22 @@ final class LazyConnection<C extends StatefulConnection<?, ?>> {
             }
             return Mono.fromFuture(existing, true);
         });
+    }
+
+    /**
+     * Whether a connection is closed and its client will not reconnect it (a shared client configured
+     * without auto-reconnect): then it is replaced on the next use, and the old one closed.
+     */
+    private static boolean isClosedForGood(CompletableFuture<? extends StatefulConnection<?, ?>> f) {
+        if (!f.isDone() || f.isCompletedExceptionally()) {
+            return false;
+        }
+        StatefulConnection<?, ?> c = f.getNow(null);
+        if (c == null || c.isOpen() || c.getOptions().isAutoReconnect()) {
+            return false;
+        }
+        c.closeAsync();
+        return true;
     }
 
     /** The connection if it is open already, else {@code null}; never connects. */
