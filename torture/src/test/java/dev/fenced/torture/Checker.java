@@ -20,7 +20,8 @@ import java.util.TreeMap;
  *       audit table and no rejected or abandoned one is;</li>
  *   <li><b>I3</b> by real time: no write is accepted that was sent after a write with a higher token (or the
  *       same token of another owner) had been acknowledged;</li>
- *   <li><b>I4</b> after every fault heals, some acquire succeeds within lease time + {@link #BACKOFF}; per
+ *   <li><b>I4</b> after every fault heals, some acquire succeeds within lease time + {@link #BACKOFF} (unless
+ *       the next fault struck before any did: in the soak, faults overlap); per
  *       worker, resource and fault epoch, storage rejects a claim made under a valid lease at most once (one
  *       floor catch-up ends the rejections); no lock is left behind by a cancelled acquire;</li>
  *   <li><b>I5</b> every lost lease's signal fires no later than its local deadline (or the end of the holder's
@@ -33,8 +34,8 @@ final class Checker {
     /** The allowance for reconnect back-off and waiter timers in I4. */
     static final Duration BACKOFF = Duration.ofSeconds(3);
 
-    /** The "small bound" of I5. */
-    static final Duration LOSS_SIGNAL_BOUND = Duration.ofMillis(500);
+    /** The "small bound" of I5: losses fire within a few ms; this leaves room for a starved 2-core CI machine. */
+    static final Duration LOSS_SIGNAL_BOUND = Duration.ofMillis(750);
 
     private static final int MAX_EXAMPLES = 5;
 
@@ -156,6 +157,14 @@ final class Checker {
         List<History.Fault> faults = history.faults();
         for (History.Fault fault : faults) {
             Long first = history.firstAcquireAfter(fault.healedAt());
+            long nextFault = faults.stream().mapToLong(History.Fault::injectedAt)
+                    .filter(at -> at - fault.injectedAt() > 0).min().orElse(Long.MAX_VALUE);
+            boolean interrupted = nextFault != Long.MAX_VALUE && nextFault - fault.healedAt() < bound
+                    && (first == null || first - nextFault > 0);
+            if (interrupted) {
+                // The next fault struck before the system had its time to recover: no verdict on this one.
+                continue;
+            }
             if (first == null || first - fault.healedAt() > bound) {
                 violations++;
                 example(examples, "I4", "no acquire within " + Duration.ofNanos(bound).toMillis() + " ms after "
@@ -189,6 +198,8 @@ final class Checker {
     private static int checkI5(List<History.Op> ops, List<Long> latencies, List<String> examples) {
         int violations = 0;
         long bound = LOSS_SIGNAL_BOUND.toNanos();
+        long worst = Long.MIN_VALUE;
+        String worstOp = "";
         for (History.Op op : ops) {
             Grant.LeaseRecord lease = op.lease();
             if (!lease.fenced()) {
@@ -198,6 +209,11 @@ final class Checker {
             if (lease.lostAt() != 0) {
                 long latency = lease.lostAt() - deadline;
                 latencies.add(latency);
+                if (latency > worst) {
+                    worst = latency;
+                    worstOp = op.id() + " (" + lease.lossReason() + (lease.thawedAt() != 0 ? ", frozen" : "") + ", "
+                            + op.outcome() + " at " + op.step() + ")";
+                }
                 if (latency > bound) {
                     violations++;
                     example(examples, "I5", op.id() + ": loss (" + lease.lossReason() + ") signalled "
@@ -208,6 +224,9 @@ final class Checker {
                 example(examples, "I5", op.id() + ": released " + (lease.releasedAt() - deadline) / 1_000_000
                         + " ms after its deadline with no loss signal (outcome " + lease.releaseOutcome() + ")");
             }
+        }
+        if (!worstOp.isEmpty()) {
+            examples.add("slowest loss signal: " + worstOp + " " + worst / 1_000_000 + " ms after the deadline");
         }
         return violations;
     }

@@ -54,16 +54,22 @@ public final class ChildWorker {
         Grant grant = null;
         long balance = 0;
         for (int attempt = 1; grant == null; attempt++) {
-            Grant candidate = locker.acquire(resource);
+            // The nemesis may be restarting Redis, or the machine is slow: retry (with back-off) what wrote nothing.
             try {
-                balance = ledger.claimAndRead(arm, candidate);
-                grant = candidate;
+                Grant candidate = locker.acquire(resource);
+                try {
+                    balance = ledger.claimAndRead(arm, candidate);
+                    grant = candidate;
+                } finally {
+                    if (grant == null) {
+                        candidate.release();
+                    }
+                }
             } catch (RuntimeException e) {
-                // Lost before the claim (a slow machine): nothing was written; try again, a few times.
-                candidate.release();
-                if (attempt == 5) {
+                if (attempt == 50) {
                     throw e;
                 }
+                Thread.sleep(50);
             }
         }
         long acquiredAt = System.nanoTime();

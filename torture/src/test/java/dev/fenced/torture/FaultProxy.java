@@ -39,6 +39,7 @@ final class FaultProxy implements AutoCloseable {
     private final Object gate = new Object();
     private final AtomicInteger ids = new AtomicInteger();
     private final AtomicInteger armed = new AtomicInteger();
+    private final AtomicInteger resetsFired = new AtomicInteger();
     private volatile String marker = "";
     private volatile String targetHost;
     private volatile int targetPort;
@@ -102,6 +103,11 @@ final class FaultProxy implements AutoCloseable {
     void resetAfterRequestContaining(String requestMarker, int count) {
         this.marker = requestMarker;
         armed.set(count);
+    }
+
+    /** How many connections were reset after an armed request reached the server. */
+    int resetsFired() {
+        return resetsFired.get();
     }
 
     /** Aborts every current connection with a reset; held bytes are lost. */
@@ -230,6 +236,7 @@ final class FaultProxy implements AutoCloseable {
                     if (reply) {
                         if (dropNextReply) {
                             // The server executed the request: lose its reply the way a reset would.
+                            resetsFired.incrementAndGet();
                             abort();
                             return;
                         }

@@ -126,9 +126,13 @@ final class Grant {
         FencedLease l = lease;
         if (l != null && lossReason == null) {
             // The loss signal is hot: by the end of a release it has fired or completed.
-            LeaseLostException loss = l.lost().block(Duration.ofSeconds(1));
-            if (loss != null && lossReason == null) {
-                lost(loss);
+            try {
+                LeaseLostException loss = l.lost().block(Duration.ofSeconds(1));
+                if (loss != null && lossReason == null) {
+                    lost(loss);
+                }
+            } catch (IllegalStateException stillPending) {
+                // Neither released nor lost yet (a release failed): the checker sees no signal by release time.
             }
         }
         return new LeaseRecord(l != null, lastDeadline, thawedAt, lostAt, lossReason, releasedAt, releaseOutcome);

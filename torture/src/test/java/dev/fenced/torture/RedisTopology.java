@@ -147,6 +147,21 @@ final class RedisTopology implements AutoCloseable {
         }
     }
 
+    /** Deletes every key starting with {@code prefix} (a run's keys on the shared server, counters included). */
+    void deleteKeys(String prefix) {
+        onPrimary(c -> {
+            io.lettuce.core.ScanCursor cursor = io.lettuce.core.ScanCursor.INITIAL;
+            do {
+                io.lettuce.core.KeyScanCursor<String> page = c.scan(cursor, io.lettuce.core.ScanArgs.Builder.matches(prefix + "*").limit(500));
+                if (!page.getKeys().isEmpty()) {
+                    c.del(page.getKeys().toArray(new String[0]));
+                }
+                cursor = page;
+            } while (!cursor.isFinished());
+            return null;
+        });
+    }
+
     <T> T onPrimary(Function<RedisCommands<String, String>, T> command) {
         return on(primaryPort(), command);
     }
@@ -159,7 +174,10 @@ final class RedisTopology implements AutoCloseable {
     }
 
     private EmbeddedRedis requireOwn(String what) {
-        return requireNodes()[primary];
+        if (nodes == null) {
+            throw new IllegalStateException("Refusing to " + what + " the shared Redis: only our own servers take such faults");
+        }
+        return nodes[primary];
     }
 
     private EmbeddedRedis[] requireNodes() {

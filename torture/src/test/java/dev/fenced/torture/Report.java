@@ -68,7 +68,7 @@ final class Report {
         StringBuilder out = new StringBuilder();
         for (Checker.Result r : results) {
             if (!r.examples().isEmpty()) {
-                out.append("## ").append(r.scenario()).append(" (").append(r.arm().label()).append(")\n\n");
+                out.append("## Notes and violations: ").append(r.scenario()).append(" (").append(r.arm().label()).append(")\n\n");
                 r.examples().forEach(e -> out.append("- ").append(e).append('\n'));
                 out.append('\n');
             }

@@ -60,6 +60,10 @@ final class Run {
                 }
             });
             String prefix = "torture-" + UUID.randomUUID() + ":";
+            if (!topology.ownsServers()) {
+                // Resources close in reverse order: this runs after every client of the run is closed.
+                resources.add(1, () -> topology.deleteKeys(prefix));
+            }
             History history = new History();
             Set<Grant> active = ConcurrentHashMap.newKeySet();
             context = new Context(setup, topology, ledger, prefix, history, active, resources);

@@ -21,6 +21,11 @@ final class Scenarios {
 
     private static final String ACQUIRE_MARKER = ":fence";
 
+    /** Acquires cancelled before they emitted a lease, across runs: proof that scenario 6 cancelled anything. */
+    static final java.util.concurrent.atomic.AtomicLong CANCELLED_IN_FLIGHT = new java.util.concurrent.atomic.AtomicLong();
+
+    private static final java.util.Set<String> CANCELLER_CLIENTS = java.util.concurrent.ConcurrentHashMap.newKeySet();
+
     private Scenarios() {
     }
 
@@ -124,7 +129,50 @@ final class Scenarios {
                 proxy.resetAfterRequestContaining(ACQUIRE_MARKER, 1);
                 context.history.fault("reset-after-acquire", at, at);
             }
+            if (proxies.stream().mapToInt(FaultProxy::resetsFired).sum() == 0) {
+                throw new IllegalStateException("No connection was reset after an acquire: the scenario tested nothing");
+            }
         };
+    }
+
+    /** (4b) The witness of (4) alone, while the workers run: see {@link #resetWitness}. */
+    static Run.Nemesis lostAcquireReply() {
+        return Scenarios::resetWitness;
+    }
+
+    /**
+     * Witness of (4): a client with a long lease loses the reply of an acquire that Redis executed. The acquire
+     * fails, so nobody knows the lock is held; once the client is connected again, that lock must be gone (the
+     * client undoes what the failed attempt may have taken), not left until its lease expires.
+     */
+    private static void resetWitness(Run.Context context) throws InterruptedException {
+        String resource = context.setup.witnessResources().get(0);
+        FaultProxy proxy = context.topology.clientProxy();
+        FencedLockClient client = context.closeLater(FencedLockClient.builder().redisUri(proxy.uri())
+                .keyPrefix(context.prefix).leaseTime(Duration.ofSeconds(20)).build());
+        client.ping().block(Duration.ofSeconds(10));
+        proxy.resetAfterRequestContaining(ACQUIRE_MARKER, 1);
+        long at = System.nanoTime();
+        try {
+            dev.fenced.lock.FencedLease lease = client.acquire(resource).block(Duration.ofSeconds(30));
+            if (lease != null) {
+                // The reply arrived after all (the reset hit another command): nothing was orphaned.
+                context.history.knownOwner(lease.ownerId());
+                lease.release().block(Duration.ofSeconds(10));
+            }
+        } catch (RuntimeException expected) {
+            // The reply was lost: the acquire fails, and its lock, if taken, has no known holder.
+        }
+        for (int attempt = 0; attempt < 100; attempt++) {
+            try {
+                client.ping().block(Duration.ofSeconds(5));
+                break;
+            } catch (RuntimeException reconnecting) {
+                context.pace(50);
+            }
+        }
+        context.history.fault("reset-after-acquire (witness)", at, System.nanoTime());
+        checkOrphans(context, List.of(resource));
     }
 
     /** (5) A partition of some workers from Redis, longer than the lease, while they renew. */
@@ -163,6 +211,13 @@ final class Scenarios {
             proxy.delayReplies(5);
             FencedLockClient client = context.closeLater(FencedLockClient.builder().redisUri(proxy.uri())
                     .keyPrefix(context.prefix).leaseTime(Duration.ofSeconds(10)).build());
+            // Learn the canceller client's owner prefix, so that a lock left behind can be attributed.
+            dev.fenced.lock.FencedLease probe = client.acquire("warm-up").block(Duration.ofSeconds(10));
+            if (probe != null) {
+                context.history.knownOwner(probe.ownerId());
+                CANCELLER_CLIENTS.add(probe.ownerId().substring(0, probe.ownerId().lastIndexOf('-') + 1));
+                probe.release().block(Duration.ofSeconds(10));
+            }
             List<Thread> threads = new ArrayList<>();
             for (int i = 0; i < cancellers; i++) {
                 threads.add(context.background("torture-canceller-" + i, () -> cancelLoop(context, client)));
@@ -174,7 +229,7 @@ final class Scenarios {
                 thread.interrupt();
                 thread.join(TimeUnit.SECONDS.toMillis(30));
             }
-            checkOrphans(context);
+            checkOrphans(context, context.setup.resources());
         };
     }
 
@@ -184,6 +239,7 @@ final class Scenarios {
         while (!Thread.currentThread().isInterrupted() && context.isRunning()) {
             String resource = resources.get(random.nextInt(resources.size()));
             Disposable acquire = client.acquire(resource, AcquireOptions.defaults().withMaxWait(Duration.ofSeconds(2)))
+                    .doOnCancel(CANCELLED_IN_FLIGHT::incrementAndGet)
                     .subscribe(lease -> {
                         context.history.knownOwner(lease.ownerId());
                         lease.release().subscribe(null, e -> { });
@@ -200,12 +256,12 @@ final class Scenarios {
     }
 
     /**
-     * A lock key held, for a whole second, by an owner no holder knows: the 10 s lease of a cancelled acquire
-     * that was not undone. A worker's key becomes known within milliseconds of its acquire.
+     * A lock key held, for a whole second, by an owner no holder knows: the long lease of an acquire that was
+     * cancelled or failed and not undone. A worker's key becomes known within milliseconds of its acquire.
      */
-    private static void checkOrphans(Run.Context context) throws InterruptedException {
+    private static void checkOrphans(Run.Context context, List<String> resources) throws InterruptedException {
         Map<String, String> suspects = new HashMap<>();
-        for (String resource : context.setup.resources()) {
+        for (String resource : resources) {
             String owner = unknownOwner(context, resource);
             if (owner != null) {
                 suspects.put(resource, owner);
@@ -216,7 +272,13 @@ final class Scenarios {
             context.pace(20);
             suspects.entrySet().removeIf(e -> !e.getValue().equals(unknownOwner(context, e.getKey())));
         }
-        suspects.forEach((resource, owner) -> context.history.orphan(resource + " held by unknown owner " + owner));
+        suspects.forEach((resource, owner) -> {
+            Long ttl = context.topology.onPrimary(c -> c.pttl(context.prefix + "{" + resource + "}"));
+            boolean canceller = CANCELLER_CLIENTS.stream().anyMatch(owner::startsWith);
+            context.history.orphan(resource + " held by unknown owner " + owner + " ("
+                    + (canceller ? "a cancelled acquire" : "a failed acquire of a worker or witness") + "), "
+                    + ttl + " ms of its lease left");
+        });
     }
 
     private static @Nullable String unknownOwner(Run.Context context, String resource) {
@@ -231,11 +293,18 @@ final class Scenarios {
     /** (7) SCRIPT FLUSH: the client must fall back from EVALSHA to EVAL. */
     static Run.Nemesis scriptFlush(long everyMillis) {
         return context -> {
+            // Every client has loaded its scripts by now; from here on an EVAL can only be a NOSCRIPT fallback.
+            context.pace(1_000);
+            context.topology.onPrimary(c -> c.configResetstat());
             while (context.timeLeft()) {
                 context.pace(everyMillis);
                 long at = System.nanoTime();
                 context.topology.scriptFlush();
                 context.history.fault("script-flush", at, System.nanoTime());
+            }
+            String stats = context.topology.onPrimary(c -> c.info("commandstats"));
+            if (!stats.contains("cmdstat_eval:")) {
+                throw new IllegalStateException("No EVAL ran after SCRIPT FLUSH: the NOSCRIPT fallback was not exercised");
             }
         };
     }

@@ -80,7 +80,7 @@ class TortureIT {
     }
 
     @Test
-    @Order(1)
+    @Order(10)
     void stalledHoldersIncludingAFrozenJvmAreRejectedAndThePlainTtlLockIsFlagged() throws Exception {
         Checker.Result fenced = run("1 stalls + SIGSTOP", Arm.FENCED, shared(), SCENARIO, Scenarios.stalls(2));
         assertThat(fenced.staleRejected()).as("the frozen child's writes are rejected").isPositive();
@@ -91,13 +91,14 @@ class TortureIT {
     }
 
     @Test
-    @Order(2)
+    @Order(20)
     void redisRestartedWithoutPersistenceAndFlushedLosesNoWrite() throws Exception {
-        run("2 restart + FLUSHALL", Arm.FENCED, own(), SCENARIO, Scenarios.restartAndFlush(1_500));
+        Checker.Result result = run("2 restart + FLUSHALL", Arm.FENCED, own(), SCENARIO, Scenarios.restartAndFlush(1_500));
+        assertThat(result.staleRejected()).as("tokens re-issued after Redis lost its counters are rejected").isPositive();
     }
 
     @Test
-    @Order(3)
+    @Order(30)
     void failoverThatLosesWritesIsCaughtByTheOwnerCheckAndTheTokenOnlyRuleIsFlagged() throws Exception {
         Checker.Result fenced = run("3 failover", Arm.FENCED, own(), SCENARIO, Scenarios.failover(1_000));
         assertThat(fenced.staleRejected()).as("re-issued tokens are rejected").isPositive();
@@ -108,32 +109,45 @@ class TortureIT {
     }
 
     @Test
-    @Order(4)
+    @Order(40)
     void connectionResetAfterAnAcquireWasSentLosesNoWrite() throws Exception {
         run("4 reset after acquire", Arm.FENCED, shared(), SCENARIO, Scenarios.resetAfterAcquire(400));
     }
 
+    /**
+     * Fails against reactive-lock as of this writing: {@code LeasingLockClient.attempt} undoes a failed acquire
+     * with a release sent at once, on a connection that is still down after the reset, and never retries it; the
+     * lock stays held by an owner nobody knows until its lease expires. See torture/README.md.
+     */
     @Test
-    @Order(5)
+    @Order(45)
+    void acquireWhoseReplyIsLostToAResetLeavesNoLockBehindOnceReconnected() throws Exception {
+        run("4b lost acquire reply", Arm.FENCED, shared(), Duration.ofSeconds(2), Scenarios.lostAcquireReply());
+    }
+
+    @Test
+    @Order(50)
     void partitionLongerThanTheLeaseDuringRenewalsLosesNoWrite() throws Exception {
         Checker.Result result = run("5 partition", Arm.FENCED, shared(), SCENARIO, Scenarios.partition(600));
         assertThat(result.lossSignals()).as("partitioned holders learn that their leases are lost").isPositive();
     }
 
     @Test
-    @Order(6)
+    @Order(60)
     void subscribersCancelledMidAcquireLeaveNoLockBehind() throws Exception {
+        long before = Scenarios.CANCELLED_IN_FLIGHT.get();
         run("6 cancel mid-acquire", Arm.FENCED, shared(), SCENARIO, Scenarios.cancelMidAcquire(2));
+        assertThat(Scenarios.CANCELLED_IN_FLIGHT.get() - before).as("acquires cancelled before they emitted").isPositive();
     }
 
     @Test
-    @Order(7)
+    @Order(70)
     void scriptFlushLosesNoWrite() throws Exception {
         run("7 SCRIPT FLUSH", Arm.FENCED, own(), SCENARIO, Scenarios.scriptFlush(250));
     }
 
     @Test
-    @Order(8)
+    @Order(80)
     @Timeout(value = 3, unit = TimeUnit.HOURS) // the long soak runs for as long as -Dtorture.soak says
     void soakMixingEveryFaultLosesNoWrite() throws Exception {
         String configured = System.getProperty("torture.soak", "");

@@ -21,6 +21,8 @@ import org.jspecify.annotations.Nullable;
  */
 final class Worker implements Runnable {
 
+    private static final org.slf4j.Logger LOG = org.slf4j.LoggerFactory.getLogger(Worker.class);
+
     /** The shape of the workload. */
     record Profile(Duration leaseTime, Duration maxWait, double longPauseShare, long shortPauseMaxMillis,
             double believedShare) {
@@ -67,6 +69,9 @@ final class Worker implements Runnable {
                 operate(resource, longPause, pause, believed);
             } catch (InterruptedException e) {
                 Thread.currentThread().interrupt();
+            } catch (RuntimeException e) {
+                // A harness failure must not silently stop a worker: log it and go on.
+                LOG.warn("Worker {} failed outside an operation's recorded steps", name, e);
             }
         }
     }
