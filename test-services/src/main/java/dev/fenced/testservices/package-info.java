@@ -26,6 +26,13 @@
  * restart it. {@link dev.fenced.testservices.TcpProxy} sits between a client and a server and can hold
  * traffic ({@code blackhole()}), reset connections, or refuse new ones.
  *
+ * <h2>Topologies</h2>
+ * {@link dev.fenced.testservices.RedisProcess} runs {@code redis-server} with any options;
+ * {@link dev.fenced.testservices.RedisCluster} builds a Redis Cluster of such processes (and moves slots
+ * with their keys), {@link dev.fenced.testservices.RedisSentinels} a primary, a replica and three Sentinels
+ * (and kills the primary to fail over). Both start in a few seconds on loopback ports and kill every process
+ * they started on close.
+ *
  * <p>This is test-support code, not part of the published API of the project.
  */
 @NullMarked
