@@ -38,10 +38,14 @@ final class HeldLease implements FencedLease {
     private volatile @Nullable LeaseLostException loss;
     private volatile boolean frozen;
 
-    // Confined to the renewer's worker.
+    // Confined to the renewer's worker, which sees the constructor's values through Renewer.track; the
+    // acquiring thread reads renewAt there too, before the worker can change it. dueAt and heapSlot are the
+    // lease's key and place in the renewer's heap (heapSlot -1: not in it).
     boolean renewing;
     boolean retrying;
     long renewAt;
+    long dueAt;
+    int heapSlot = -1;
 
     HeldLease(LeasingLockClient client, String name, String owner, long token, long leaseNanos, long renewEveryNanos,
             long deadline, long renewAt) {

@@ -2,11 +2,15 @@ package dev.fenced.lock.internal;
 
 import dev.fenced.lock.LossReason;
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.List;
+import java.util.Queue;
 import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.ConcurrentLinkedQueue;
 import java.util.concurrent.RejectedExecutionException;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicInteger;
 import org.jspecify.annotations.Nullable;
 import reactor.core.Disposable;
 import reactor.core.scheduler.Scheduler;
@@ -16,44 +20,103 @@ import reactor.util.Loggers;
 /**
  * Renews every held lease of a client from one timer on one scheduler worker, with no thread per lease.
  *
- * <p>The timer fires at the earliest renewal or deadline among the held leases. A tick renews, in one
- * store call, every lease that is due, together with those that would be due within the next quarter of
- * their renewal period, so that leases taken around the same time share round trips. A "not held" reply
- * loses the lease at once; a failed call is retried until the lease's local deadline, where the lease is
- * lost. All of this runs on the worker, which serializes it.
+ * <p>The timer fires at the earliest due time among the held leases: a lease is due at its renewal time, or
+ * at its deadline while a renewal is in flight or the lease is frozen. A tick renews, in one store call,
+ * every lease that is due, together with those that would be due within the next quarter of their renewal
+ * period, so that leases taken around the same time share round trips. A "not held" reply loses the lease
+ * at once; a failed call is retried until the lease's local deadline, where the lease is lost.
+ *
+ * <p><b>Bookkeeping.</b> The worker keeps the leases in a min-heap ordered by due time, each lease knowing
+ * its slot, so that changing or removing one lease costs O(log n), and a tick O(k log n) for the k leases
+ * it looks at: those due within the widest batching window among the held leases (with mixed lease times,
+ * some of them are left for later). {@link #track} does not touch the heap: from any thread, it adds the lease to a lock-free
+ * inbox that the worker drains into the heap, and it wakes the worker only when the new lease is due
+ * before the armed timer (or no timer is armed). {@link #forget} only drops the lease from the set of held
+ * leases; the heap loses released leases lazily (when they reach its top or are looked at by a tick, or by
+ * a compaction once they outnumber the live ones). Every {@value #HOUSEKEEPING_BATCH} tracks and forgets the
+ * worker is woken once to drain the inbox, so that neither it nor the heap holds many released leases.
+ *
+ * <p><b>Invariant: every held lease has a timer armed no later than its due time</b> (whose tick renews it
+ * or declares it lost), or a worker task that will drain it into the heap is queued. A lease's key in the
+ * heap is never later than its due time. The worker publishes in {@link #armedAt} either {@link #UNARMED}
+ * or a time no earlier than that of the armed timer; only the worker writes it. Every worker step that
+ * drains the inbox, and only such a step re-arms or cancels the timer: (1) sets {@code armedAt} to
+ * {@code UNARMED}, (2) drains the inbox into the heap, (3) arms the timer at the heap's minimum, keeping an
+ * earlier one, (4) publishes the timer's time. {@code track} offers the lease to the inbox <em>before</em>
+ * it reads {@code armedAt}, and queues such a step if it reads {@code UNARMED} or a time after the lease's
+ * due time. A lease that queued nothing read a published time T no later than its due time; the timer at
+ * or before T stays armed until the worker's next step (1), which comes after that read in the order of
+ * volatile accesses, so the drain (2) that follows sees the lease and (3) arms the timer no later than its
+ * due time. A tick is such a step, so a lease tracked while the timer fires is either drained by that tick
+ * or queues another step.
+ *
+ * <p>All other state (the heap, the timer, the leases' renewal fields) is confined to the worker, which
+ * serializes it. Thread-safe: {@link #track}, {@link #forget}, {@link #held}, {@link #count} and {@link #stop}
+ * may be called from any thread.
  */
 final class Renewer {
 
     private static final Logger log = Loggers.getLogger(Renewer.class);
 
+    /** {@link #armedAt} when no timer may be relied on: every {@link #track} wakes the worker. */
+    private static final long UNARMED = Long.MIN_VALUE;
+
+    /** Tracks and forgets between two drains of the inbox, at most (give or take a few in flight). */
+    static final int HOUSEKEEPING_BATCH = 1024;
+
     private final LeasingLockClient client;
     private final Scheduler.Worker worker;
     private final Set<HeldLease> leases = ConcurrentHashMap.newKeySet();
+    private final Queue<HeldLease> inbox = new ConcurrentLinkedQueue<>();
+    private final AtomicInteger changesSinceDrain = new AtomicInteger();
+    private volatile long armedAt = UNARMED;
 
     // Confined to the worker.
+    private final LeaseHeap heap = new LeaseHeap();
     private @Nullable Disposable timer;
     private long timerAt;
+    private long widestWindowNanos;
 
     Renewer(LeasingLockClient client, Scheduler scheduler) {
         this.client = client;
         this.worker = scheduler.createWorker();
     }
 
+    /** Renews the lease from now on; from any thread, without waking the worker unless it must. */
     void track(HeldLease lease) {
         leases.add(lease);
-        run(this::reschedule);
+        inbox.offer(lease); // before reading armedAt: see the class javadoc
+        long armed = armedAt;
+        if (armed == UNARMED || lease.renewAt - armed < 0 || lease.deadline() - armed < 0) {
+            run(this::rearm);
+        } else {
+            changed();
+        }
     }
 
+    /** Stops renewing the lease; from any thread. The heap drops it lazily. */
     void forget(HeldLease lease) {
-        leases.remove(lease);
+        if (leases.remove(lease)) {
+            changed();
+        }
     }
 
     List<HeldLease> held() {
         return new ArrayList<>(leases);
     }
 
+    int count() {
+        return leases.size();
+    }
+
     void stop() {
         worker.dispose();
+    }
+
+    private void changed() {
+        if (changesSinceDrain.incrementAndGet() == HOUSEKEEPING_BATCH) {
+            run(this::rearm);
+        }
     }
 
     private void run(Runnable task) {
@@ -66,14 +129,20 @@ final class Renewer {
 
     private void tick() {
         timer = null;
+        armedAt = UNARMED;
+        drain();
         long now = client.now();
+        List<HeldLease> candidates = heap.dueBy(now + widestWindowNanos);
         List<HeldLease> due = new ArrayList<>();
-        for (HeldLease lease : leases) {
+        for (HeldLease lease : candidates) {
             if (!lease.isActive()) {
-                leases.remove(lease);
+                heap.remove(lease);
             } else if (now - lease.deadline() >= 0) {
                 lease.markLost(LossReason.EXPIRED);
-            } else if (!lease.renewing && !lease.isFrozen()) {
+                heap.remove(lease);
+            } else if (lease.renewing || lease.isFrozen()) {
+                heap.update(lease, dueAt(lease)); // a lease frozen since it was queued is now due at its deadline
+            } else {
                 long window = lease.retrying ? 0 : lease.renewEveryNanos() / 4;
                 if (now - (lease.renewAt - window) >= 0) {
                     due.add(lease);
@@ -83,13 +152,14 @@ final class Renewer {
         if (!due.isEmpty()) {
             send(due, now);
         }
-        reschedule();
+        rearm();
     }
 
     private void send(List<HeldLease> due, long sentAt) {
         List<LeaseStore.RenewRequest> requests = new ArrayList<>(due.size());
         for (HeldLease lease : due) {
             lease.renewing = true;
+            heap.update(lease, dueAt(lease));
             requests.add(new LeaseStore.RenewRequest(lease.name(), lease.ownerId(), lease.token(), lease.leaseMillis()));
         }
         client.store().renew(requests).subscribe(
@@ -104,6 +174,7 @@ final class Renewer {
             lease.renewing = false;
             boolean stillHeld = i < held.size() && held.get(i);
             if (!lease.isActive()) {
+                heap.remove(lease);
                 if (stillHeld && lease.loss() != null) {
                     // Lost by our clock while the renewal was in flight, yet Redis extended it: free it.
                     client.store().release(lease.name(), lease.ownerId(), lease.token()).subscribe(null, e -> { });
@@ -115,14 +186,16 @@ final class Renewer {
                 lease.retrying = false;
                 lease.extendTo(sentAt + lease.leaseNanos() - ClientSettings.driftNanos(lease.leaseNanos()));
                 lease.renewAt = sentAt + lease.renewEveryNanos();
+                heap.update(lease, dueAt(lease));
             } else {
                 lease.markLost(LossReason.NOT_HELD);
+                heap.remove(lease);
             }
         }
         if (extended > 0) {
             client.observer().leasesRenewed(extended);
         }
-        reschedule();
+        rearm();
     }
 
     private void failed(List<HeldLease> due, Throwable error) {
@@ -135,13 +208,16 @@ final class Renewer {
             }
             lease.renewing = false;
             if (!lease.isActive()) {
+                heap.remove(lease);
                 continue;
             }
             if (now - lease.deadline() >= 0) {
                 lease.markLost(LossReason.EXPIRED);
+                heap.remove(lease);
             } else {
                 lease.retrying = true;
                 lease.renewAt = now + Math.max(TimeUnit.MILLISECONDS.toNanos(1), lease.renewEveryNanos() / 3);
+                heap.update(lease, dueAt(lease));
             }
         }
         // Warn when leases start failing, not on every retry of the same outage.
@@ -150,40 +226,206 @@ final class Renewer {
         } else {
             log.debug("Renewal retry of {} lease(s) failed: {}", due.size(), error.toString());
         }
-        reschedule();
+        rearm();
     }
 
-    private void reschedule() {
-        long next = Long.MAX_VALUE;
-        boolean any = false;
-        for (HeldLease lease : leases) {
-            if (!lease.isActive()) {
-                continue;
-            }
-            long at = lease.renewing || lease.isFrozen() ? lease.deadline() : Math.min(lease.deadline(), lease.renewAt);
-            next = any ? Math.min(next, at) : at;
-            any = true;
-        }
-        Disposable current = timer;
-        if (!any) {
-            if (current != null) {
-                current.dispose();
+    /** The guarded step of the class javadoc: drain the inbox, then arm the timer at the earliest due time. */
+    private void rearm() {
+        armedAt = UNARMED;
+        drain();
+        HeldLease first = heap.firstActive();
+        if (first == null) {
+            if (timer != null) {
+                timer.dispose();
                 timer = null;
             }
-            return;
+            return; // stays UNARMED: the next track wakes the worker
         }
-        if (current != null && !current.isDisposed() && timerAt - next <= 0) {
-            return;
+        long next = first.dueAt;
+        Disposable current = timer;
+        if (current == null || timerAt - next > 0) {
+            if (current != null) {
+                current.dispose();
+            }
+            try {
+                timer = worker.schedule(this::tick, Math.max(0, next - client.now()), TimeUnit.NANOSECONDS);
+            } catch (RejectedExecutionException e) {
+                timer = null;
+                return; // stopped
+            }
+            timerAt = next;
         }
-        if (current != null) {
-            current.dispose();
+        // A published time later than the timer's is safe (more tracks wake the worker); UNARMED is reserved.
+        armedAt = timerAt == UNARMED ? UNARMED + 1 : timerAt;
+    }
+
+    private void drain() {
+        changesSinceDrain.set(0);
+        HeldLease lease;
+        while ((lease = inbox.poll()) != null) {
+            if (lease.isActive() && lease.heapSlot < 0) {
+                widestWindowNanos = Math.max(widestWindowNanos, lease.renewEveryNanos() / 4);
+                heap.update(lease, dueAt(lease));
+            }
         }
-        timerAt = next;
-        long delay = Math.max(0, next - client.now());
-        try {
-            timer = worker.schedule(this::tick, delay, TimeUnit.NANOSECONDS);
-        } catch (RejectedExecutionException e) {
-            timer = null;
+        if (heap.size() > 2 * leases.size() + HOUSEKEEPING_BATCH) {
+            heap.retainActive();
+            widestWindowNanos = heap.widestWindowNanos();
+        }
+    }
+
+    /** When the timer must fire for this lease at the latest. */
+    private static long dueAt(HeldLease lease) {
+        long deadline = lease.deadline();
+        if (lease.renewing || lease.isFrozen()) {
+            return deadline;
+        }
+        return lease.renewAt - deadline < 0 ? lease.renewAt : deadline;
+    }
+
+    /**
+     * A binary min-heap of leases by {@link HeldLease#dueAt}, in which each lease knows its slot
+     * ({@link HeldLease#heapSlot}, −1 when absent), so that it can be moved or removed in O(log n). Confined
+     * to the worker. Times compare by their difference, as {@link System#nanoTime()} values must.
+     */
+    static final class LeaseHeap {
+
+        private HeldLease[] slots = new HeldLease[16];
+        private int size;
+
+        int size() {
+            return size;
+        }
+
+        /** Sets the lease's due time and moves it to its place; adds it if absent. */
+        void update(HeldLease lease, long dueAt) {
+            lease.dueAt = dueAt;
+            int i = lease.heapSlot;
+            if (i < 0) {
+                if (size == slots.length) {
+                    slots = Arrays.copyOf(slots, size * 2);
+                }
+                i = size++;
+                place(lease, i);
+            }
+            siftDown(siftUp(i));
+        }
+
+        void remove(HeldLease lease) {
+            int i = lease.heapSlot;
+            if (i < 0) {
+                return;
+            }
+            lease.heapSlot = -1;
+            HeldLease last = slots[--size];
+            slots[size] = null;
+            if (i != size) {
+                place(last, i);
+                siftDown(siftUp(i));
+            }
+        }
+
+        /** The earliest lease still held, after removing released and lost ones from the top. */
+        @Nullable HeldLease firstActive() {
+            while (size > 0 && !slots[0].isActive()) {
+                remove(slots[0]);
+            }
+            return size > 0 ? slots[0] : null;
+        }
+
+        /**
+         * The leases due by {@code limit}, in O(k) for k of them: the heap property lets the search stop at
+         * every lease due later, since all below it are due later still.
+         */
+        List<HeldLease> dueBy(long limit) {
+            List<HeldLease> found = new ArrayList<>();
+            if (size == 0 || slots[0].dueAt - limit > 0) {
+                return found;
+            }
+            int[] pending = new int[16];
+            int head = 0;
+            int tail = 0;
+            pending[tail++] = 0;
+            while (head < tail) {
+                int i = pending[head++];
+                found.add(slots[i]);
+                for (int child = 2 * i + 1; child <= 2 * i + 2 && child < size; child++) {
+                    if (slots[child].dueAt - limit <= 0) {
+                        if (tail == pending.length) {
+                            pending = Arrays.copyOf(pending, tail * 2);
+                        }
+                        pending[tail++] = child;
+                    }
+                }
+            }
+            return found;
+        }
+
+        /** Drops every lease no longer held, in O(n), and gives memory back if the heap shrank a lot. */
+        void retainActive() {
+            int kept = 0;
+            for (int i = 0; i < size; i++) {
+                HeldLease lease = slots[i];
+                if (lease.isActive()) {
+                    place(lease, kept++);
+                } else {
+                    lease.heapSlot = -1;
+                }
+            }
+            Arrays.fill(slots, kept, size, null);
+            size = kept;
+            if (slots.length > 64 && slots.length > 4 * size) {
+                slots = Arrays.copyOf(slots, Math.max(16, 2 * size));
+            }
+            for (int i = size / 2 - 1; i >= 0; i--) {
+                siftDown(i);
+            }
+        }
+
+        /** The widest batching window among the leases in the heap. */
+        long widestWindowNanos() {
+            long widest = 0;
+            for (int i = 0; i < size; i++) {
+                widest = Math.max(widest, slots[i].renewEveryNanos() / 4);
+            }
+            return widest;
+        }
+
+        private int siftUp(int i) {
+            HeldLease lease = slots[i];
+            while (i > 0) {
+                int parent = (i - 1) / 2;
+                if (slots[parent].dueAt - lease.dueAt <= 0) {
+                    break;
+                }
+                place(slots[parent], i);
+                i = parent;
+            }
+            place(lease, i);
+            return i;
+        }
+
+        private void siftDown(int i) {
+            HeldLease lease = slots[i];
+            int half = size / 2;
+            while (i < half) {
+                int child = 2 * i + 1;
+                int right = child + 1;
+                if (right < size && slots[right].dueAt - slots[child].dueAt < 0) {
+                    child = right;
+                }
+                if (lease.dueAt - slots[child].dueAt <= 0) {
+                    break;
+                }
+                place(slots[child], i);
+                i = child;
+            }
+            place(lease, i);
+        }
+
+        private void place(HeldLease lease, int i) {
+            slots[i] = lease;
+            lease.heapSlot = i;
         }
     }
 }
