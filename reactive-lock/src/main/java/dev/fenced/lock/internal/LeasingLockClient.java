@@ -61,7 +61,7 @@ public final class LeasingLockClient implements FencedLockClient {
         this.renewer = new Renewer(this, scheduler);
         this.virtualTime = scheduler.getClass().getName().equals("reactor.test.scheduler.VirtualTimeScheduler");
         this.closeResult = Mono.defer(this::doClose).cache();
-        settings.observer().heldLeases(() -> renewer.held().size());
+        settings.observer().heldLeases(renewer::count);
     }
 
     /**
@@ -282,7 +282,7 @@ public final class LeasingLockClient implements FencedLockClient {
 
     @Override
     public int heldLeases() {
-        return renewer.held().size();
+        return renewer.count();
     }
 
     @Override
