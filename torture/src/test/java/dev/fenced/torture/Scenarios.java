@@ -24,6 +24,9 @@ final class Scenarios {
     /** Acquires cancelled before they emitted a lease, across runs: proof that scenario 6 cancelled anything. */
     static final java.util.concurrent.atomic.AtomicLong CANCELLED_IN_FLIGHT = new java.util.concurrent.atomic.AtomicLong();
 
+    private static final int STORM_THREADS = 6;
+    private static final List<String> STORM_RESOURCES = List.of("storm-0", "storm-1", "storm-2", "storm-3");
+
     private static final java.util.Set<String> CANCELLER_CLIENTS = java.util.concurrent.ConcurrentHashMap.newKeySet();
 
     private Scenarios() {
@@ -202,8 +205,9 @@ final class Scenarios {
 
     /**
      * (6) Subscribers cancelled mid-acquire: cancellers with their own client (replies delayed, so cancels land
-     * while the acquire is on the wire) acquire the workers' resources and cancel after a random time. Then
-     * every lock key must belong to a known holder: a key of a cancelled acquire is a lock left behind.
+     * while the acquire is on the wire) acquire the workers' resources and cancel after a random time, and a
+     * storm of cancels with tiny maximum waits runs on locks of its own. Then every lock key must belong to a
+     * known holder: a key of a cancelled acquire is a lock left behind.
      */
     static Run.Nemesis cancelMidAcquire(int cancellers) {
         return context -> {
@@ -211,14 +215,19 @@ final class Scenarios {
             proxy.delayReplies(5);
             FencedLockClient client = context.closeLater(FencedLockClient.builder().redisUri(proxy.uri())
                     .keyPrefix(context.prefix).leaseTime(Duration.ofSeconds(10)).build());
-            // Learn the canceller client's owner prefix, so that a lock left behind can be attributed.
-            dev.fenced.lock.FencedLease probe = client.acquire("warm-up").block(Duration.ofSeconds(10));
-            if (probe != null) {
-                context.history.knownOwner(probe.ownerId());
-                CANCELLER_CLIENTS.add(probe.ownerId().substring(0, probe.ownerId().lastIndexOf('-') + 1));
-                probe.release().block(Duration.ofSeconds(10));
-            }
+            // A storm on locks of their own: maximum waits of 1-30 ms and cancels within 4 ms, replies 2 ms late,
+            // so that cancels, wait deadlines and replies race.
+            FaultProxy stormProxy = context.topology.clientProxy();
+            stormProxy.delayReplies(2);
+            FencedLockClient storm = context.closeLater(FencedLockClient.builder().redisUri(stormProxy.uri())
+                    .keyPrefix(context.prefix).leaseTime(Duration.ofSeconds(10)).build());
+            learnOwnerPrefix(context, storm);
             List<Thread> threads = new ArrayList<>();
+            for (int i = 0; i < STORM_THREADS; i++) {
+                threads.add(context.background("torture-storm-" + i,
+                        () -> cancelLoop(context, storm, STORM_RESOURCES, 30, 4_000)));
+            }
+            learnOwnerPrefix(context, client);
             for (int i = 0; i < cancellers; i++) {
                 threads.add(context.background("torture-canceller-" + i, () -> cancelLoop(context, client)));
             }
@@ -229,23 +238,45 @@ final class Scenarios {
                 thread.interrupt();
                 thread.join(TimeUnit.SECONDS.toMillis(30));
             }
-            checkOrphans(context, context.setup.resources());
+            List<String> all = new ArrayList<>(context.setup.resources());
+            all.addAll(STORM_RESOURCES);
+            checkOrphans(context, all);
         };
     }
 
+    /** Learns a canceller client's owner prefix, so that a lock left behind can be attributed. */
+    private static void learnOwnerPrefix(Run.Context context, FencedLockClient client) {
+        dev.fenced.lock.FencedLease probe = client.acquire("warm-up").block(Duration.ofSeconds(10));
+        if (probe != null) {
+            context.history.knownOwner(probe.ownerId());
+            CANCELLER_CLIENTS.add(probe.ownerId().substring(0, probe.ownerId().lastIndexOf('-') + 1));
+            probe.release().block(Duration.ofSeconds(10));
+        }
+    }
+
     static void cancelLoop(Run.Context context, FencedLockClient client) {
+        cancelLoop(context, client, context.setup.resources(), 2_000, 12_000);
+    }
+
+    /**
+     * Acquires a random one of {@code resources} with a random maximum wait below {@code maxWaitMillis}, and
+     * cancels it after a random time below {@code cancelAfterMicros}; a lease that arrives first is released.
+     */
+    static void cancelLoop(Run.Context context, FencedLockClient client, List<String> resources, long maxWaitMillis,
+            long cancelAfterMicros) {
         ThreadLocalRandom random = ThreadLocalRandom.current();
-        List<String> resources = context.setup.resources();
         while (!Thread.currentThread().isInterrupted() && context.isRunning()) {
             String resource = resources.get(random.nextInt(resources.size()));
-            Disposable acquire = client.acquire(resource, AcquireOptions.defaults().withMaxWait(Duration.ofSeconds(2)))
+            Duration maxWait = Duration.ofMillis(random.nextLong(1, maxWaitMillis + 1));
+            Disposable acquire = client.acquire(resource, AcquireOptions.defaults().withMaxWait(maxWait))
                     .doOnCancel(CANCELLED_IN_FLIGHT::incrementAndGet)
                     .subscribe(lease -> {
                         context.history.knownOwner(lease.ownerId());
                         lease.release().subscribe(null, e -> { });
                     }, e -> { });
             try {
-                TimeUnit.MILLISECONDS.sleep(random.nextLong(12));
+                // Mostly around when the (delayed) reply arrives, where cancel and emission race.
+                TimeUnit.MICROSECONDS.sleep(random.nextLong(cancelAfterMicros / 4, cancelAfterMicros));
             } catch (InterruptedException e) {
                 acquire.dispose();
                 return;

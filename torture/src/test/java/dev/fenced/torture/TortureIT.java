@@ -132,6 +132,10 @@ class TortureIT {
         assertThat(result.lossSignals()).as("partitioned holders learn that their leases are lost").isPositive();
     }
 
+    /**
+     * Fails against reactive-lock as of this writing: a cancelled acquire can leave a lease that the client
+     * renews forever and nobody holds. See torture/README.md.
+     */
     @Test
     @Order(60)
     void subscribersCancelledMidAcquireLeaveNoLockBehind() throws Exception {
