@@ -102,7 +102,7 @@ final class FrozenChild implements AutoCloseable {
                 Long.parseLong(result[7]), "null".equals(result[8]) ? null : ReleaseOutcome.valueOf(result[8]));
         return new History.Op(opId, "child-jvm", resource, token, owner, History.Outcome.valueOf(result[1]),
                 History.Step.WRITE, acquiredAt, Long.parseLong(result[2]), Long.parseLong(result[3]), true, true, lease,
-                "frozen with SIGSTOP for " + (thawedAt - stoppedAt) / 1_000_000 + " ms");
+                "frozen with SIGSTOP for " + (thawedAt - stoppedAt) / 1_000_000 + " ms", null);
     }
 
     private void signal(String signal) {

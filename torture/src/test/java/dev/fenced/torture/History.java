@@ -138,10 +138,11 @@ final class History {
      *
      * @param paused whether the worker was frozen longer than the lease before writing
      * @param believed whether it wrote with a view of the lease that still believed it was held
+     * @param rejectedByOwner for a stale rejection, the owner of the token storage held, if known
      */
     record Op(String id, String worker, String resource, long token, String owner, Outcome outcome, Step step,
             long acquiredAt, long writeInvokedAt, long completedAt, boolean paused, boolean believed,
-            Grant.LeaseRecord lease, String detail) {
+            Grant.LeaseRecord lease, String detail, @Nullable String rejectedByOwner) {
     }
 
     /** One fault of the nemesis. */

@@ -46,7 +46,7 @@ final class Witness {
             return new Step(grant, context.ledger.claimAndRead(context.setup.arm(), grant), opId, acquiredAt);
         } catch (RuntimeException e) {
             finish(grant, opId, acquiredAt, Worker.isStale(e) ? History.Outcome.STALE : History.Outcome.LOST,
-                    History.Step.CLAIM, 0, false, String.valueOf(e.getMessage()));
+                    History.Step.CLAIM, 0, false, String.valueOf(e.getMessage()), Worker.storedOwner(e));
             return null;
         }
     }
@@ -59,18 +59,21 @@ final class Witness {
         long writeInvokedAt = System.nanoTime();
         History.Outcome outcome;
         String detail = "";
+        String rejectedBy = null;
         try {
             context.ledger.write(arm, grant, view, step.balance() + 1, step.opId());
             outcome = History.Outcome.OK;
         } catch (RuntimeException e) {
             outcome = Worker.isStale(e) ? History.Outcome.STALE : History.Outcome.UNKNOWN;
             detail = String.valueOf(e.getMessage());
+            rejectedBy = Worker.storedOwner(e);
         }
-        finish(grant, step.opId(), step.acquiredAt(), outcome, History.Step.WRITE, writeInvokedAt, believed, detail);
+        finish(grant, step.opId(), step.acquiredAt(), outcome, History.Step.WRITE, writeInvokedAt, believed, detail,
+                rejectedBy);
     }
 
     private void finish(Grant grant, String opId, long acquiredAt, History.Outcome outcome, History.Step step,
-            long writeInvokedAt, boolean believed, String detail) {
+            long writeInvokedAt, boolean believed, String detail, @Nullable String rejectedBy) {
         long completedAt = System.nanoTime();
         try {
             grant.release();
@@ -79,6 +82,6 @@ final class Witness {
         }
         context.untrack(grant);
         context.history.record(new History.Op(opId, name, grant.resource(), grant.token(), grant.owner(), outcome, step,
-                acquiredAt, writeInvokedAt, completedAt, believed, believed, grant.record(), detail));
+                acquiredAt, writeInvokedAt, completedAt, believed, believed, grant.record(), detail, rejectedBy));
     }
 }

@@ -95,6 +95,7 @@ final class Worker implements Runnable {
         History.Step step = History.Step.CLAIM;
         long writeInvokedAt = 0;
         String detail = "";
+        String rejectedBy = null;
         try {
             long balance;
             try {
@@ -102,6 +103,7 @@ final class Worker implements Runnable {
             } catch (RuntimeException e) {
                 outcome = isStale(e) ? History.Outcome.STALE : History.Outcome.LOST;
                 detail = String.valueOf(e.getMessage());
+                rejectedBy = storedOwner(e);
                 return;
             }
             // The holder's last check; a pause after it is what storage must catch.
@@ -129,7 +131,7 @@ final class Worker implements Runnable {
             }
             active.remove(grant);
             history.record(new History.Op(opId, name, resource, grant.token(), grant.owner(), outcome, step, acquiredAt,
-                    writeInvokedAt, completedAt, longPause, believed, grant.record(), detail));
+                    writeInvokedAt, completedAt, longPause, believed, grant.record(), detail, rejectedBy));
         }
     }
 
@@ -150,6 +152,16 @@ final class Worker implements Runnable {
 
     static boolean isStale(Throwable e) {
         return causedBy(e, StaleFencingTokenException.class);
+    }
+
+    /** The owner of the token storage held when it rejected {@code e}'s write, if known. */
+    static @Nullable String storedOwner(Throwable e) {
+        for (Throwable t = e; t != null; t = t.getCause()) {
+            if (t instanceof StaleFencingTokenException stale) {
+                return stale.storedOwner();
+            }
+        }
+        return null;
     }
 
     private static boolean causedBy(Throwable e, Class<? extends Throwable> type) {
