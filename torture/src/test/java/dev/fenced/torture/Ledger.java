@@ -37,16 +37,17 @@ final class Ledger implements AutoCloseable {
     final String audit;
     private final ConnectionPool pool;
 
-    private Ledger(String r2dbcUrl, String suffix) {
+    private Ledger(String r2dbcUrl, String accounts, String audit) {
         ConnectionFactory raw = ConnectionFactories.get(r2dbcUrl);
         this.pool = new ConnectionPool(ConnectionPoolConfiguration.builder(raw).maxSize(24).build());
-        this.accounts = "torture_" + suffix + "_account";
-        this.audit = "torture_" + suffix + "_audit";
+        this.accounts = accounts;
+        this.audit = audit;
     }
 
     /** Creates fresh tables for one run of one scenario and arm. */
     static Ledger create(String r2dbcUrl, List<String> resources) {
-        Ledger ledger = new Ledger(r2dbcUrl, UUID.randomUUID().toString().replace("-", "").substring(0, 12));
+        String suffix = UUID.randomUUID().toString().replace("-", "").substring(0, 12);
+        Ledger ledger = new Ledger(r2dbcUrl, "torture_" + suffix + "_account", "torture_" + suffix + "_audit");
         try {
             ledger.execute("CREATE TABLE " + ledger.accounts + " (id text PRIMARY KEY, balance bigint NOT NULL, "
                     + "fencing_token bigint, fencing_owner text)");
@@ -64,18 +65,7 @@ final class Ledger implements AutoCloseable {
 
     /** Opens the tables of a run made by another process (the child JVM). */
     static Ledger open(String r2dbcUrl, String accounts, String audit) {
-        Ledger ledger = new Ledger(r2dbcUrl, "x");
-        return ledger.withNames(accounts, audit);
-    }
-
-    private Ledger withNames(String accountsTable, String auditTable) {
-        return new Ledger(this, accountsTable, auditTable);
-    }
-
-    private Ledger(Ledger from, String accounts, String audit) {
-        this.pool = from.pool;
-        this.accounts = accounts;
-        this.audit = audit;
+        return new Ledger(r2dbcUrl, accounts, audit);
     }
 
     /**
