@@ -7,10 +7,12 @@ import java.util.concurrent.ThreadLocalRandom;
 import java.util.concurrent.TimeUnit;
 import org.jspecify.annotations.Nullable;
 import reactor.core.Disposable;
+import reactor.core.publisher.BaseSubscriber;
 import reactor.core.publisher.Mono;
 import reactor.core.publisher.MonoSink;
 import reactor.util.Logger;
 import reactor.util.Loggers;
+import reactor.util.context.Context;
 
 /**
  * Waits for a held lock without a blocked thread and without polling in a loop.
@@ -197,7 +199,26 @@ final class AcquireWaiter {
     }
 
     private void attempt() {
-        Disposable d = client.attempt(name, leaseNanos).subscribe(this::onResult, this::onError);
+        // Not a lambda subscriber: disposed as a result arrives, a lambda subscriber drops the result
+        // (onNextDropped) and with it a lease that nobody would release. This one delivers it, and onResult
+        // releases the lease of a waiter that is done.
+        Disposable d = client.attempt(name, leaseNanos).subscribeWith(new BaseSubscriber<LeasingLockClient.AttemptResult>() {
+            @Override
+            protected void hookOnNext(LeasingLockClient.AttemptResult result) {
+                AcquireWaiter.this.onResult(result);
+            }
+
+            @Override
+            protected void hookOnError(Throwable error) {
+                AcquireWaiter.this.onError(error); // not BaseSubscriber's own onError
+            }
+
+            @Override
+            public Context currentContext() {
+                // The attempt's sink may still drop a result as this is disposed: that releases its lease.
+                return Context.of(DroppedLeases.context());
+            }
+        });
         boolean cancelNow;
         synchronized (this) {
             cancelNow = done && inFlight;

@@ -114,7 +114,8 @@ public final class LeasingLockClient implements FencedLockClient {
                     ? attempt(name, leaseNanos).mapNotNull(AttemptResult::lease)
                     : AcquireWaiter.waitFor(this, name, leaseNanos, maxWait).cast(FencedLease.class);
             return observed(name, acquire);
-        }).doOnDiscard(HeldLease.class, lease -> lease.releaseQuietly().subscribe());
+        }).doOnDiscard(HeldLease.class, lease -> lease.releaseQuietly().subscribe())
+                .contextWrite(DroppedLeases::releaseIn);
     }
 
     private Mono<FencedLease> observed(String name, Mono<FencedLease> acquire) {
