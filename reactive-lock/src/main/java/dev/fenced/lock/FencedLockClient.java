@@ -1,6 +1,7 @@
 package dev.fenced.lock;
 
 import dev.fenced.lock.internal.ClientSettings;
+import dev.fenced.lock.internal.DroppedLeases;
 import dev.fenced.lock.internal.KeyLayout;
 import dev.fenced.lock.internal.LeasingLockClient;
 import dev.fenced.lock.internal.RedisLeaseStore;
@@ -46,6 +47,22 @@ public interface FencedLockClient extends AutoCloseable {
      */
     static Builder builder() {
         return new Builder();
+    }
+
+    /**
+     * Makes Reactor release a lease that a subscriber drops, for applications that subscribe to an acquire
+     * with a lambda ({@code acquire(name).subscribe(lease -> ...)}) and may dispose that subscription.
+     *
+     * <p>A lambda subscriber disposed in the very moment its lease arrives drops the lease: Reactor hands it
+     * to {@code Hooks.onNextDropped}, which by default only logs it, and the lease stays held and renewed
+     * until the client closes. Within its own operators the client releases such leases itself; a subscriber
+     * outside it is reached only through the global hook, which this installs (once per JVM; Reactor's hook is
+     * cumulative, so other handlers keep running; values other than leases are ignored, and Reactor's default
+     * debug log of dropped values stops). {@link #withLease(String, Function)} and subscribers that keep what
+     * they receive ({@code BaseSubscriber}, {@code StepVerifier}, {@code block()}) need none of this.
+     */
+    static void releaseLeasesDroppedBySubscribers() {
+        DroppedLeases.installGlobalHook();
     }
 
     /**

@@ -1,6 +1,8 @@
 package dev.fenced.lock.internal;
 
+import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.function.Consumer;
+import reactor.core.publisher.Hooks;
 import reactor.util.Logger;
 import reactor.util.Loggers;
 import reactor.util.context.Context;
@@ -13,9 +15,10 @@ import reactor.util.context.ContextView;
  * completed emission and drop the value with {@code Operators.onNextDropped}, which no discard hook sees. A
  * lease dropped there would be renewed until the client closes. Reactor looks up a drop handler in the
  * subscriber's Context under {@value #KEY} before its global hook, so the acquire pipeline puts one there.
- * Values other than leases are only logged, as Reactor's default does.
+ * Values other than leases are only logged, as Reactor's default does. A subscriber outside the pipeline
+ * (a user's lambda subscriber) is reached only by the global hook, installed on request.
  */
-final class DroppedLeases {
+public final class DroppedLeases {
 
     /** The Context key under which Reactor looks for a subscriber-local {@code onNextDropped} handler. */
     static final String KEY = "reactor.onNextDropped.local";
@@ -24,7 +27,23 @@ final class DroppedLeases {
 
     private static final Consumer<Object> RELEASE = DroppedLeases::release;
 
+    private static final AtomicBoolean INSTALLED = new AtomicBoolean();
+
     private DroppedLeases() {
+    }
+
+    /**
+     * Adds, once per JVM, a global {@code Hooks.onNextDropped} handler that releases dropped leases. Reactor's
+     * hook is cumulative, so handlers installed by others keep running; values other than leases are ignored.
+     */
+    public static void installGlobalHook() {
+        if (INSTALLED.compareAndSet(false, true)) {
+            Hooks.onNextDropped(dropped -> {
+                if (dropped instanceof HeldLease || dropped instanceof LeasingLockClient.AttemptResult) {
+                    release(dropped);
+                }
+            });
+        }
     }
 
     /**

@@ -7,6 +7,7 @@ import dev.fenced.lock.LeaseLostException;
 import dev.fenced.lock.LockAcquireTimeoutException;
 import dev.fenced.lock.LockClientClosedException;
 import dev.fenced.lock.LockObserver;
+import dev.fenced.lock.LockServiceException;
 import dev.fenced.lock.LossReason;
 import java.time.Duration;
 import java.util.List;
@@ -29,6 +30,7 @@ import reactor.core.scheduler.Scheduler;
 import reactor.core.scheduler.Schedulers;
 import reactor.util.Logger;
 import reactor.util.Loggers;
+import reactor.util.retry.Retry;
 
 /**
  * The lock client over any {@link LeaseStore}: the lease lifecycle (acquire, wait, renewal, loss,
@@ -38,6 +40,8 @@ public final class LeasingLockClient implements FencedLockClient {
 
     private static final Logger log = Loggers.getLogger(LeasingLockClient.class);
     private static final Duration CLOSE_WAIT = Duration.ofSeconds(10);
+    private static final Duration UNDO_FIRST_BACKOFF = Duration.ofMillis(20);
+    private static final Duration UNDO_MAX_BACKOFF = Duration.ofSeconds(1);
 
     private final LeaseStore store;
     private final ClientSettings settings;
@@ -217,7 +221,7 @@ public final class LeasingLockClient implements FencedLockClient {
                             return;
                         }
                         if (!state.compareAndSet(PENDING, DONE)) {
-                            undo(name, owner, reply.token());
+                            undo(name, owner, reply.token(), leaseMillis);
                             return;
                         }
                         if (floor > 0) {
@@ -231,7 +235,7 @@ public final class LeasingLockClient implements FencedLockClient {
                     },
                     error -> {
                         // The script may have run before the failure (a timeout, a reset): undo by owner.
-                        undo(name, owner, null);
+                        undo(name, owner, null, leaseMillis);
                         if (state.compareAndSet(PENDING, DONE)) {
                             sink.error(error);
                         }
@@ -244,11 +248,25 @@ public final class LeasingLockClient implements FencedLockClient {
         });
     }
 
-    private void undo(String name, String owner, @Nullable Long token) {
-        store.release(name, owner, token).subscribe(
-                deleted -> log.debug("Undid abandoned acquire of lock '{}' by {}: {}", name, owner, deleted ? "released" : "nothing held"),
-                error -> log.debug("Could not undo abandoned acquire of lock '{}' by {}; it expires with its lease: {}",
-                        name, owner, error.toString()));
+    /**
+     * Releases what an abandoned attempt may hold. While the lock service cannot be reached (the reset that
+     * lost the acquire's reply usually closed the connection too) the release is retried, with back-off, for
+     * as long as the lease could still hold the lock: otherwise one lost reply would block the name for a
+     * whole lease time. The release is owner-checked, so a late retry cannot free someone else's lease.
+     */
+    private void undo(String name, String owner, @Nullable Long token, long leaseMillis) {
+        Duration lease = Duration.ofMillis(leaseMillis);
+        store.release(name, owner, token)
+                .retryWhen(Retry.backoff(Long.MAX_VALUE, UNDO_FIRST_BACKOFF)
+                        .maxBackoff(lease.dividedBy(4).compareTo(UNDO_MAX_BACKOFF) < 0 ? lease.dividedBy(4) : UNDO_MAX_BACKOFF)
+                        .filter(e -> e instanceof LockServiceException && !closed.get())
+                        .scheduler(scheduler))
+                .timeout(lease, scheduler)
+                .subscribe(
+                        deleted -> log.debug("Undid abandoned acquire of lock '{}' by {}: {}", name, owner,
+                                deleted ? "released" : "nothing held"),
+                        error -> log.debug("Could not undo abandoned acquire of lock '{}' by {}; it expires with its lease: {}",
+                                name, owner, error.toString()));
     }
 
     /**

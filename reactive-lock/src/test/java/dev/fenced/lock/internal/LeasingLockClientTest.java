@@ -16,6 +16,12 @@ import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.concurrent.atomic.AtomicInteger;
+import org.jspecify.annotations.Nullable;
+import java.util.concurrent.atomic.AtomicReference;
+import reactor.core.CoreSubscriber;
+import reactor.core.publisher.Operators;
+import dev.fenced.lock.FencedLockClient;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
 import reactor.core.Disposable;
@@ -330,6 +336,53 @@ class LeasingLockClientTest {
                         .hasMessage("Lock service failed to acquire for lock 'invoice:42': "
                                 + "the in-memory store is unavailable (simulated)"));
         assertThat(store.releases).as("an undo was attempted").hasValue(1);
+    }
+
+    @Test
+    void anAcquireWhoseReplyWasLostIsUndoneOnceTheServiceAnswersAgain() {
+        AtomicInteger refusedReleases = new AtomicInteger();
+        // The script runs, the reply is lost to a reset, and the connection stays down for a while.
+        LeaseStore flaky = new CountingLeaseStore(memory) {
+            @Override
+            public Mono<AcquireReply> acquire(String name, String owner, long leaseMillis, long floor) {
+                return super.acquire(name, owner, leaseMillis, floor)
+                        .then(Mono.error(LockServiceException.of(name, "acquire", "connection reset", null)));
+            }
+
+            @Override
+            public Mono<Boolean> release(String name, String owner, @Nullable Long token) {
+                return Mono.defer(() -> refusedReleases.incrementAndGet() <= 3
+                        ? Mono.error(LockServiceException.of(name, "release", "not connected to Redis (reconnecting)", null))
+                        : super.release(name, owner, token));
+            }
+        };
+        LeasingLockClient lossy = LeasingLockClient.create(flaky,
+                ClientSettings.of("test:", Duration.ofSeconds(3), null, Duration.ofSeconds(10), null, clock));
+
+        StepVerifier.create(lossy.tryAcquire(LOCK)).verifyError(LockServiceException.class);
+        assertThat(memory.holder(LOCK)).as("the script ran").isPresent();
+
+        elapse(1_000); // well inside the lease: the undo is retried with back-off until it gets through
+        assertThat(refusedReleases).hasValueGreaterThan(3);
+        assertThat(memory.holder(LOCK)).as("undone before the lease ran out").isEmpty();
+    }
+
+    @Test
+    void aLeaseDroppedByADisposedLambdaSubscriberIsReleasedOnceTheHookIsInstalled() {
+        FencedLockClient.releaseLeasesDroppedBySubscribers();
+        FencedLease lease = acquire(LOCK);
+        // A source that emits after its lambda subscriber was disposed, as an acquire reply racing a dispose does.
+        AtomicReference<CoreSubscriber<? super FencedLease>> late = new AtomicReference<>();
+        Disposable lambda = Mono.<FencedLease>fromDirect(subscriber -> {
+            late.set((CoreSubscriber<? super FencedLease>) subscriber);
+            subscriber.onSubscribe(Operators.emptySubscription());
+        }).subscribe(l -> { });
+        lambda.dispose();
+
+        late.get().onNext(lease);
+
+        assertThat(memory.holder(LOCK)).as("released, not renewed until close").isEmpty();
+        assertThat(lease.isHeld()).isFalse();
     }
 
     @Test
