@@ -211,6 +211,9 @@ final class Scenarios {
      */
     static Run.Nemesis cancelMidAcquire(int cancellers) {
         return context -> {
+            // The cancellers subscribe with lambdas, which Reactor lets drop a lease that arrives as they are
+            // disposed; the library releases such leases once its hook is installed, as its docs ask.
+            FencedLockClient.releaseLeasesDroppedBySubscribers();
             FaultProxy proxy = context.topology.clientProxy();
             proxy.delayReplies(5);
             FencedLockClient client = context.closeLater(FencedLockClient.builder().redisUri(proxy.uri())
