@@ -308,7 +308,7 @@ public interface FencedLockClient extends AutoCloseable {
          * failover is the storage-side token check (the fence table of {@code r2dbc-fencing}).
          *
          * @param replicas at least 1
-         * @param timeout how long to wait for the replicas: positive, shorter than the lease time (checked by
+         * @param timeout how long to wait for the replicas: positive, shorter than the command timeout (checked by
          *     {@link #build()}); it adds to the latency of every acquire when a replica is slow
          * @return this builder
          */
@@ -413,8 +413,9 @@ public interface FencedLockClient extends AutoCloseable {
          * Builds the client. No connection is made until the first command needs one.
          *
          * @return a new client
-         * @throws IllegalStateException if no Redis address was given, or the renewal period, command
-         *     timeout or replica acknowledgement timeout is not shorter than the lease time
+         * @throws IllegalStateException if no Redis address was given, the renewal period or command timeout
+         *     is not shorter than the lease time, or the replica acknowledgement timeout not shorter than the
+         *     command timeout
          */
         public FencedLockClient build() {
             RedisURI uri = redisUri;
@@ -424,12 +425,15 @@ public interface FencedLockClient extends AutoCloseable {
                 throw new IllegalStateException("A Redis address is required: call redisUri(...), redisClient(...), "
                         + "redisCluster(...) or redisClusterClient(...)");
             }
-            if (replicaAcks.timeout().compareTo(leaseTime) >= 0) {
-                throw new IllegalStateException("The replica acknowledgement timeout (" + replicaAcks.timeout()
-                        + ") must be shorter than leaseTime (" + leaseTime + ")");
-            }
             ClientSettings settings = ClientSettings.of(keyPrefix, leaseTime, renewalPeriod, maxWait, commandTimeout, scheduler)
                     .withObserver(observer);
+            if (replicaAcks.timeout().compareTo(settings.commandTimeout()) >= 0) {
+                if (settings.ownsScheduler()) {
+                    settings.scheduler().dispose();
+                }
+                throw new IllegalStateException("The replica acknowledgement timeout (" + replicaAcks.timeout()
+                        + ") must be shorter than the command timeout (" + settings.commandTimeout() + "): WAIT is a command");
+            }
             RedisLeaseStore store;
             if (cluster != null) {
                 store = RedisLeaseStore.sharedCluster(cluster, settings, replicaAcks);

@@ -29,7 +29,7 @@ class FencedLockClientBuilderTest {
     }
 
     @Test
-    void replicaAcknowledgementNeedsAReplicaAndATimeoutShorterThanTheLease() {
+    void replicaAcknowledgementNeedsAReplicaAndATimeoutShorterThanTheCommandTimeout() {
         assertThatThrownBy(() -> FencedLockClient.builder().replicaAcknowledgement(0, Duration.ofMillis(100)))
                 .isInstanceOf(IllegalArgumentException.class)
                 .hasMessage("replicas must be at least 1, was 0");
@@ -37,9 +37,10 @@ class FencedLockClientBuilderTest {
                 .isInstanceOf(IllegalArgumentException.class)
                 .hasMessageContaining("timeout");
         assertThatThrownBy(() -> FencedLockClient.builder().redisUri("redis://127.0.0.1:6379")
-                        .leaseTime(Duration.ofSeconds(1)).replicaAcknowledgement(1, Duration.ofSeconds(1)).build())
+                        .leaseTime(Duration.ofSeconds(3)).replicaAcknowledgement(1, Duration.ofSeconds(1)).build())
                 .isInstanceOf(IllegalStateException.class)
-                .hasMessage("The replica acknowledgement timeout (PT1S) must be shorter than leaseTime (PT1S)");
+                .hasMessage("The replica acknowledgement timeout (PT1S) must be shorter than the command timeout (PT1S): "
+                        + "WAIT is a command");
     }
 
     @Test

@@ -33,9 +33,18 @@ public final class ProjectBlockHoundIntegration implements BlockHoundIntegration
         builder.allowBlockingCallsInside("sun.net.NetProperties", "loadDefaultProperties");
         builder.allowBlockingCallsInside("io.lettuce.core.protocol.SharedLock", "incrementWriters");
         builder.allowBlockingCallsInside("io.lettuce.core.protocol.SharedLock", "doExclusive");
-        // The cluster client guards a new node connection's state with a lock held for a few field writes.
+        // The cluster client guards its node-connection cache with a lock held for a few field reads and writes.
         builder.allowBlockingCallsInside("io.lettuce.core.cluster.PooledClusterConnectionProvider$NodeConnectionPostProcessor",
                 "lambda$apply$4");
+        for (String method : new String[] {"lambda$getWriteConnection$0", "lambda$getReadConnection$4", "getReadConnection",
+            "resetFastConnectionCache", "setPartitions"}) {
+            builder.allowBlockingCallsInside("io.lettuce.core.cluster.PooledClusterConnectionProvider", method);
+        }
+        // Lettuce builds a connection's synchronous API proxy under a lock (Sentinel connections do at connect).
+        builder.allowBlockingCallsInside("io.lettuce.core.internal.AbstractInvocationHandler$MethodTranslator", "of");
+        // Closing a client on an event loop shuts its renewal scheduler down, which takes the JDK executor's
+        // queue lock for a moment.
+        builder.allowBlockingCallsInside("java.util.concurrent.ThreadPoolExecutor", "tryTerminate");
         // Netty 4.2's adaptive allocator takes a short write lock when it adds a buffer magazine.
         builder.allowBlockingCallsInside("io.netty.buffer.AdaptivePoolingAllocator$MagazineGroup", "tryExpandMagazines");
         builder.blockingMethodCallback(method -> {

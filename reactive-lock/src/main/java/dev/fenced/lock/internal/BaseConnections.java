@@ -67,6 +67,17 @@ abstract class BaseConnections<C extends StatefulConnection<String, String>, P e
         return connection().map(this::reactive);
     }
 
+    @Override
+    public final @Nullable RedisClusterReactiveCommands<String, String> openCommands() {
+        C c = commands.current();
+        return c != null && c.isOpen() ? reactive(c) : null;
+    }
+
+    @Override
+    public final boolean ownsClient() {
+        return ownsClient;
+    }
+
     /** The open command connection: fails if it is not connected now. */
     final Mono<C> connection() {
         return commands.get().map(c -> {

@@ -23,6 +23,21 @@ interface RedisConnections {
     Mono<RedisClusterReactiveCommands<String, String>> commands();
 
     /**
+     * The command connection's commands if it is connected now, without connecting or waiting.
+     *
+     * @return the commands, or {@code null} if the connection is not open (yet)
+     */
+    @Nullable RedisClusterReactiveCommands<String, String> openCommands();
+
+    /**
+     * Whether the Lettuce client was created by the store, with options that reject commands while
+     * disconnected and time every command out after the command timeout.
+     *
+     * @return whether the store owns the client
+     */
+    boolean ownsClient();
+
+    /**
      * A connection, separate from the command connection, to the one node that serves {@code key}: for an
      * acquire followed by {@code WAIT}, which must run on the connection of the write it waits for and
      * holds that connection while it waits, so it must not delay renewals.

@@ -341,7 +341,17 @@ public final class RedisLeaseStore implements LeaseStore {
 
     /** A command on the command connection. */
     private <T> Mono<T> command(String name, String operation, Function<RedisClusterReactiveCommands<String, String>, Mono<T>> body) {
-        return run(name, operation, connections.commands(), body, commandTimeout);
+        return Mono.defer(() -> {
+            RedisClusterReactiveCommands<String, String> open = connections.openCommands();
+            if (open == null) {
+                return run(name, operation, connections.commands(), body, commandTimeout);
+            }
+            // Connected (the usual case): no connect timer; and on a Lettuce client of our own, whose options
+            // time every command out, no second timer either. Both would be scheduled for every command.
+            Mono<T> sent = body.apply(open);
+            return (connections.ownsClient() ? sent : sent.timeout(commandTimeout, scheduler))
+                    .onErrorMap(e -> RedisErrors.classify(e, name, operation, commandTimeout));
+        });
     }
 
     /**
