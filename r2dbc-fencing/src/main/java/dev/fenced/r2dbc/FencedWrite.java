@@ -268,6 +268,28 @@ public final class FencedWrite {
     }
 
     String updateSql() {
+        return SqlCache.get(shape("UPDATE"), this::buildUpdateSql);
+    }
+
+    String upsertSql() {
+        return SqlCache.get(shape("UPSERT"), this::buildUpsertSql);
+    }
+
+    /** What the SQL text depends on: the statement kind, the table, the columns in order, and the rule. */
+    private String shape(String kind) {
+        StringBuilder b = new StringBuilder(kind).append('\u0000').append(quotedTable).append('\u0000');
+        for (Column c : keys) {
+            b.append(c.quoted()).append(',');
+        }
+        b.append('\u0000');
+        for (Column c : values) {
+            b.append(c.quoted()).append(',');
+        }
+        return b.append('\u0000').append(tokenColumn).append('\u0000').append(ownerColumn).append('\u0000').append(rule.name())
+                .toString();
+    }
+
+    private String buildUpdateSql() {
         StringJoiner set = new StringJoiner(", ");
         int index = 1;
         for (Column c : values) {
@@ -283,7 +305,7 @@ public final class FencedWrite {
                 + rule.condition(tokenColumn, ownerColumn, token, owner);
     }
 
-    String upsertSql() {
+    private String buildUpsertSql() {
         StringJoiner columns = new StringJoiner(", ");
         StringJoiner params = new StringJoiner(", ");
         StringJoiner conflict = new StringJoiner(", ");

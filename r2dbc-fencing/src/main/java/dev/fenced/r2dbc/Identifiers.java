@@ -1,12 +1,17 @@
 package dev.fenced.r2dbc;
 
+import java.util.Map;
 import java.util.Objects;
+import java.util.concurrent.ConcurrentHashMap;
 import java.util.regex.Pattern;
 
 /** Validation and quoting of SQL identifiers: nothing user-supplied is ever concatenated unchecked. */
 final class Identifiers {
 
     private static final Pattern PART = Pattern.compile("[A-Za-z_][A-Za-z0-9_]{0,62}");
+
+    /** Column names already checked, quoted; bounded like {@link SqlCache}. */
+    private static final Map<String, String> QUOTED_COLUMNS = new ConcurrentHashMap<>();
 
     private Identifiers() {
     }
@@ -20,10 +25,18 @@ final class Identifiers {
      */
     static String column(String name, String what) {
         Objects.requireNonNull(name, () -> what + " must not be null");
+        String quoted = QUOTED_COLUMNS.get(name);
+        if (quoted != null) {
+            return quoted;
+        }
         if (!PART.matcher(name).matches()) {
             throw invalid(name, what);
         }
-        return '"' + name + '"';
+        quoted = '"' + name + '"';
+        if (QUOTED_COLUMNS.size() < SqlCache.LIMIT) {
+            QUOTED_COLUMNS.putIfAbsent(name, quoted);
+        }
+        return quoted;
     }
 
     /**

@@ -76,4 +76,20 @@ class FencedWriteTest {
         base.set("status", "PAID");
         assertThat(base.updateSql()).startsWith("UPDATE \"invoices\" SET \"fencing_token\" = $2");
     }
+
+    @Test
+    void theSqlOfAShapeIsBuiltOnceAndSharedByEveryWriteOfThatShape() {
+        FencedWrite first = FencedWrite.into("invoices").key("id", 1).set("status", "PAID");
+        FencedWrite second = FencedWrite.into("invoices").key("id", 2).set("status", "VOID");
+
+        assertThat(second.updateSql()).isSameAs(first.updateSql());
+        assertThat(second.upsertSql()).isSameAs(first.upsertSql());
+        // Any difference in columns, their order, the table or the rule is another shape.
+        assertThat(FencedWrite.into("invoices").set("status", "PAID").key("id", 1).updateSql()).isEqualTo(first.updateSql());
+        assertThat(FencedWrite.into("invoices").key("id", 1).set("note", "x").updateSql()).isNotEqualTo(first.updateSql());
+        assertThat(FencedWrite.into("invoices").key("id", 1).set("status", "PAID").set("amount", 3).updateSql())
+                .isNotEqualTo(first.updateSql());
+        assertThat(first.rule(FencingRule.STRICTLY_NEWER).updateSql()).isNotEqualTo(first.updateSql());
+        assertThat(FencedWrite.into("orders").key("id", 1).set("status", "PAID").updateSql()).isNotEqualTo(first.updateSql());
+    }
 }
