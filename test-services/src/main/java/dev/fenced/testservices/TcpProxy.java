@@ -7,6 +7,7 @@ import java.io.UncheckedIOException;
 import java.net.InetSocketAddress;
 import java.net.ServerSocket;
 import java.net.Socket;
+import java.nio.charset.StandardCharsets;
 import java.util.Objects;
 import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
@@ -25,7 +26,12 @@ import org.slf4j.LoggerFactory;
  *   <li>{@link #resume()} relays again. Nothing is dropped: bytes held meanwhile (including a close by
  *       either side) are delivered in order, as TCP retransmission would after a short partition;</li>
  *   <li>{@link #resetAll()} aborts every current connection, so clients get a reset;</li>
- *   <li>{@link #refuseNew(boolean)} resets new connections as soon as they are accepted.</li>
+ *   <li>{@link #refuseNew(boolean)} resets new connections as soon as they are accepted;</li>
+ *   <li>{@link #retarget(String, int)} sends new connections elsewhere (clients moved over after a failover;
+ *       {@link #resetAll()} moves the current ones);</li>
+ *   <li>{@link #delayReplies(long)} holds every chunk the target sends for a while before relaying it;</li>
+ *   <li>{@link #resetAfterRequestContaining(String, int)} resets a connection once the target answered a
+ *       request containing a marker, before the client reads the reply: the command ran, its reply is lost.</li>
  * </ul>
  * A connection whose target cannot be reached is reset too. The proxy uses blocking I/O on daemon
  * threads (one to accept, two per connection), fine for tests and unsuitable for anything else.
@@ -39,8 +45,8 @@ public final class TcpProxy implements AutoCloseable {
     private static final int BUFFER_SIZE = 8_192;
     private static final int ACCEPTOR_EXIT_WAIT_MILLIS = 5_000;
 
-    private final String targetHost;
-    private final int targetPort;
+    // Written together by retarget(); a connection reads the pair once, when it opens.
+    private volatile Target target;
     private final ServerSocket listener;
     private final Thread acceptor;
     private final Set<Connection> connections = ConcurrentHashMap.newKeySet();
@@ -49,11 +55,14 @@ public final class TcpProxy implements AutoCloseable {
     private final Object gate = new Object();
     private boolean blackholed;
     private volatile boolean refusingNew;
+    private volatile long replyDelayMillis;
+    private volatile String requestMarker = "";
+    private final AtomicInteger armedResets = new AtomicInteger();
+    private final AtomicInteger resetsFired = new AtomicInteger();
     private volatile boolean closed;
 
-    private TcpProxy(String targetHost, int targetPort, ServerSocket listener) {
-        this.targetHost = targetHost;
-        this.targetPort = targetPort;
+    private TcpProxy(Target target, ServerSocket listener) {
+        this.target = target;
         this.listener = listener;
         this.acceptor = daemon("accept", this::acceptConnections);
     }
@@ -66,10 +75,7 @@ public final class TcpProxy implements AutoCloseable {
      * @throws UncheckedIOException if no local port could be bound
      */
     public static TcpProxy start(String targetHost, int targetPort) {
-        Objects.requireNonNull(targetHost, "targetHost");
-        if (targetPort < 1 || targetPort > 65_535) {
-            throw new IllegalArgumentException("targetPort must be between 1 and 65535, but is " + targetPort);
-        }
+        Target target = new Target(targetHost, targetPort);
         ServerSocket listener;
         try {
             listener = new ServerSocket(0, 50, Loopback.ADDRESS);
@@ -77,7 +83,7 @@ public final class TcpProxy implements AutoCloseable {
             throw new UncheckedIOException("Could not listen on " + Loopback.HOST + " for a proxy to "
                     + Urls.authority(targetHost, targetPort), e);
         }
-        TcpProxy proxy = new TcpProxy(targetHost, targetPort, listener);
+        TcpProxy proxy = new TcpProxy(target, listener);
         proxy.acceptor.start();
         LOG.info("Proxying {}:{} to {}", Loopback.HOST, proxy.port(), Urls.authority(targetHost, targetPort));
         return proxy;
@@ -137,6 +143,41 @@ public final class TcpProxy implements AutoCloseable {
     }
 
     /**
+     * Relays connections accepted from now on to {@code targetHost:targetPort}; current connections stay
+     * where they are until {@link #resetAll()}.
+     *
+     * @throws IllegalArgumentException if the port is out of range
+     */
+    public void retarget(String targetHost, int targetPort) {
+        target = new Target(targetHost, targetPort);
+        LOG.info("Proxy on port {} now relays new connections to {}", port(), Urls.authority(targetHost, targetPort));
+    }
+
+    /** Holds every chunk the target sends {@code millis} before relaying it to the client; 0 relays at once. */
+    public void delayReplies(long millis) {
+        if (millis < 0) {
+            throw new IllegalArgumentException("millis must not be negative, but is " + millis);
+        }
+        replyDelayMillis = millis;
+    }
+
+    /**
+     * Arms the proxy: each of the next {@code count} connections whose request contains {@code marker} (read
+     * as ISO-8859-1 within one chunk) is reset when the target's next reply arrives, which is not relayed. The
+     * server ran the command; the client never learns its outcome.
+     */
+    public void resetAfterRequestContaining(String marker, int count) {
+        Objects.requireNonNull(marker, "marker");
+        requestMarker = marker;
+        armedResets.set(count);
+    }
+
+    /** How many connections {@link #resetAfterRequestContaining(String, int)} has reset so far. */
+    public int resetsFired() {
+        return resetsFired.get();
+    }
+
+    /**
      * Stops listening and aborts every connection, as {@link #resetAll()} does; once it returns, new
      * connections to {@link #port()} are refused. Idempotent.
      */
@@ -167,7 +208,8 @@ public final class TcpProxy implements AutoCloseable {
 
     @Override
     public String toString() {
-        return "TcpProxy[" + Loopback.HOST + ":" + port() + " -> " + Urls.authority(targetHost, targetPort) + "]";
+        Target t = target;
+        return "TcpProxy[" + Loopback.HOST + ":" + port() + " -> " + Urls.authority(t.host(), t.port()) + "]";
     }
 
     private void acceptConnections() {
@@ -237,6 +279,17 @@ public final class TcpProxy implements AutoCloseable {
         }
     }
 
+    /** Where connections are relayed to. */
+    private record Target(String host, int port) {
+
+        Target {
+            Objects.requireNonNull(host, "targetHost");
+            if (port < 1 || port > 65_535) {
+                throw new IllegalArgumentException("targetPort must be between 1 and 65535, but is " + port);
+            }
+        }
+    }
+
     /** One client and its connection to the target. */
     private final class Connection {
 
@@ -244,6 +297,7 @@ public final class TcpProxy implements AutoCloseable {
         private final Socket client;
         private volatile @Nullable Socket target;
         private volatile boolean aborted;
+        private volatile boolean dropNextReply;
         // Directions that reached end of stream; at two, both sockets are closed in order.
         private final AtomicInteger finishedDirections = new AtomicInteger();
 
@@ -253,14 +307,15 @@ public final class TcpProxy implements AutoCloseable {
         }
 
         void open() {
+            Target to = TcpProxy.this.target;
             Socket socket = new Socket();
             try {
                 client.setTcpNoDelay(true);
                 socket.setTcpNoDelay(true);
-                socket.connect(new InetSocketAddress(targetHost, targetPort), CONNECT_TIMEOUT_MILLIS);
+                socket.connect(new InetSocketAddress(to.host(), to.port()), CONNECT_TIMEOUT_MILLIS);
             } catch (IOException e) {
                 LOG.debug("Proxy on port {} could not reach {}; resetting the client",
-                        port(), Urls.authority(targetHost, targetPort), e);
+                        port(), Urls.authority(to.host(), to.port()), e);
                 reset(socket);
                 abort();
                 return;
@@ -271,8 +326,8 @@ public final class TcpProxy implements AutoCloseable {
                 reset(socket);
                 return;
             }
-            daemon("connection-" + id + "-reply", () -> relay(socket, client)).start();
-            relay(client, socket);
+            daemon("connection-" + id + "-reply", () -> relay(socket, client, true)).start();
+            relay(client, socket, false);
         }
 
         void abort() {
@@ -285,7 +340,7 @@ public final class TcpProxy implements AutoCloseable {
             }
         }
 
-        private void relay(Socket from, Socket to) {
+        private void relay(Socket from, Socket to, boolean reply) {
             byte[] buffer = new byte[BUFFER_SIZE];
             try {
                 InputStream in = from.getInputStream();
@@ -300,6 +355,12 @@ public final class TcpProxy implements AutoCloseable {
                         finishDirection();
                         return;
                     }
+                    if (reply && !beforeReply()) {
+                        return;
+                    }
+                    if (!reply) {
+                        watchRequest(buffer, read);
+                    }
                     out.write(buffer, 0, read);
                     out.flush();
                 }
@@ -309,6 +370,37 @@ public final class TcpProxy implements AutoCloseable {
                     abort();
                 }
             }
+        }
+
+        /** Arms a reset of this connection if the request chunk holds the marker and a reset is armed. */
+        private void watchRequest(byte[] buffer, int read) {
+            String marker = requestMarker;
+            if (armedResets.get() > 0 && !marker.isEmpty()
+                    && new String(buffer, 0, read, StandardCharsets.ISO_8859_1).contains(marker)
+                    && armedResets.getAndDecrement() > 0) {
+                dropNextReply = true;
+            }
+        }
+
+        /** Applies the reply faults; returns {@code false} if the connection was reset instead of relaying. */
+        private boolean beforeReply() {
+            if (dropNextReply) {
+                // The target ran the request: lose its reply the way a reset would.
+                resetsFired.incrementAndGet();
+                abort();
+                return false;
+            }
+            long delay = replyDelayMillis;
+            if (delay > 0) {
+                try {
+                    Thread.sleep(delay);
+                } catch (InterruptedException e) {
+                    Thread.currentThread().interrupt();
+                    abort();
+                    return false;
+                }
+            }
+            return true;
         }
 
         private void finishDirection() {

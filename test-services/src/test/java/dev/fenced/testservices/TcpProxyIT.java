@@ -150,6 +150,53 @@ final class TcpProxyIT {
     }
 
     @Test
+    void retargetSendsNewConnectionsElsewhereAndLeavesCurrentOnesAlone(RedisServer redis) throws Exception {
+        String key = "proxy:retarget:" + java.util.UUID.randomUUID();
+        try (RedisProcess second = RedisProcess.start(); RespConnection before = connect()) {
+            second.call("SET", key, "second");
+            assertThat(before.command("PING")).as("relayed, so connected to the first target").isEqualTo("+PONG");
+
+            proxy.retarget(second.host(), second.port());
+
+            try (RespConnection after = connect()) {
+                assertThat(after.command("GET", key)).isEqualTo("second");
+            }
+            assertThat(before.command("EXISTS", key)).as("still on the first target").isEqualTo(":0");
+        }
+        assertThatThrownBy(() -> proxy.retarget("127.0.0.1", 70_000)).isInstanceOf(IllegalArgumentException.class);
+    }
+
+    @Test
+    void anArmedRequestRunsButItsReplyIsReplacedByAReset(RedisServer redis) throws Exception {
+        String key = "proxy:marker:" + java.util.UUID.randomUUID();
+        proxy.resetAfterRequestContaining("armed-marker", 1);
+        try (RespConnection connection = connect()) {
+            assertThat(connection.command("PING")).as("requests without the marker pass").isEqualTo("+PONG");
+            connection.send("SET", key, "armed-marker");
+
+            Throwable failure = catchThrowable(() -> assertThat(connection.readByte()).isEqualTo(-1));
+            if (failure != null) {
+                assertThat(failure).isInstanceOf(SocketException.class);
+            }
+        }
+        assertThat(proxy.resetsFired()).isEqualTo(1);
+        try (RespConnection direct = RespConnection.open(redis.host(), redis.port()); RespConnection next = connect()) {
+            assertThat(direct.command("GET", key)).as("the command ran").isEqualTo("armed-marker");
+            assertThat(next.command("SET", key, "armed-marker")).as("armed once only").isEqualTo("+OK");
+        }
+    }
+
+    @Test
+    void delayedRepliesArriveWhole() throws Exception {
+        proxy.delayReplies(20);
+        try (RespConnection connection = connect()) {
+            assertThat(connection.command("PING")).isEqualTo("+PONG");
+            assertThat(connection.command("ECHO", "late")).isEqualTo("late");
+        }
+        assertThatThrownBy(() -> proxy.delayReplies(-1)).isInstanceOf(IllegalArgumentException.class);
+    }
+
+    @Test
     void rejectsAnOutOfRangeTargetPort() {
         assertThatThrownBy(() -> TcpProxy.start("127.0.0.1", 0))
                 .isInstanceOf(IllegalArgumentException.class)

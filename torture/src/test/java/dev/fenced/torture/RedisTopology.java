@@ -1,6 +1,7 @@
 package dev.fenced.torture;
 
 import dev.fenced.testservices.EmbeddedRedis;
+import dev.fenced.testservices.TcpProxy;
 import io.lettuce.core.RedisClient;
 import io.lettuce.core.RedisURI;
 import io.lettuce.core.api.StatefulRedisConnection;
@@ -15,7 +16,7 @@ import org.jspecify.annotations.Nullable;
 /**
  * The Redis side of a scenario: either the shared test server, which the nemesis never restarts or flushes,
  * or a primary and a replica of this suite's own ({@link EmbeddedRedis} processes on free ports), which it
- * restarts, flushes and fails over. Clients always reach Redis through {@link FaultProxy proxies} made here,
+ * restarts, flushes and fails over. Clients always reach Redis through {@link TcpProxy proxies} made here,
  * so that a failover can move them to the new primary.
  *
  * <p>The replica replicates through a proxy of its own: blackholing it cuts replication, so that writes
@@ -28,12 +29,12 @@ final class RedisTopology implements AutoCloseable {
     private final String sharedHost;
     private final int sharedPort;
     private final @Nullable EmbeddedRedis[] nodes;
-    private final @Nullable FaultProxy replication;
-    private final List<FaultProxy> clientProxies = new CopyOnWriteArrayList<>();
+    private final @Nullable TcpProxy replication;
+    private final List<TcpProxy> clientProxies = new CopyOnWriteArrayList<>();
     private final RedisClient admin = RedisClient.create();
     private int primary; // index into nodes
 
-    private RedisTopology(String sharedHost, int sharedPort, @Nullable EmbeddedRedis[] nodes, @Nullable FaultProxy replication) {
+    private RedisTopology(String sharedHost, int sharedPort, @Nullable EmbeddedRedis[] nodes, @Nullable TcpProxy replication) {
         this.sharedHost = sharedHost;
         this.sharedPort = sharedPort;
         this.nodes = nodes;
@@ -55,7 +56,7 @@ final class RedisTopology implements AutoCloseable {
             first.close();
             throw e;
         }
-        FaultProxy replication = FaultProxy.start("127.0.0.1", first.port());
+        TcpProxy replication = TcpProxy.start("127.0.0.1", first.port());
         RedisTopology topology = new RedisTopology("", 0, new EmbeddedRedis[] {first, second}, replication);
         try {
             topology.attachReplica();
@@ -78,14 +79,19 @@ final class RedisTopology implements AutoCloseable {
         return nodes == null ? sharedPort : nodes[primary].port();
     }
 
+    /** The Redis URI through {@code proxy}. */
+    static String uriOf(TcpProxy proxy) {
+        return "redis://" + proxy.host() + ":" + proxy.port();
+    }
+
     /** A new proxy to the current primary for one client; moved along by {@link #failover()}. */
-    FaultProxy clientProxy() {
-        FaultProxy proxy = FaultProxy.start(primaryHost(), primaryPort());
+    TcpProxy clientProxy() {
+        TcpProxy proxy = TcpProxy.start(primaryHost(), primaryPort());
         clientProxies.add(proxy);
         return proxy;
     }
 
-    List<FaultProxy> clientProxies() {
+    List<TcpProxy> clientProxies() {
         return List.copyOf(clientProxies);
     }
 
@@ -121,12 +127,12 @@ final class RedisTopology implements AutoCloseable {
      */
     void failover() {
         EmbeddedRedis[] pair = requireNodes();
-        FaultProxy replication = replicationProxy();
+        TcpProxy replication = replicationProxy();
         replication.blackhole();
         int promoted = 1 - primary;
         on(pair[promoted].port(), c -> c.replicaofNoOne());
         primary = promoted;
-        for (FaultProxy proxy : clientProxies) {
+        for (TcpProxy proxy : clientProxies) {
             proxy.retarget("127.0.0.1", pair[promoted].port());
             proxy.resetAll();
         }
@@ -135,7 +141,7 @@ final class RedisTopology implements AutoCloseable {
 
     private void attachReplica() {
         EmbeddedRedis[] pair = requireNodes();
-        FaultProxy replication = replicationProxy();
+        TcpProxy replication = replicationProxy();
         replication.retarget("127.0.0.1", pair[primary].port());
         replication.resetAll();
         replication.resume();
@@ -187,7 +193,7 @@ final class RedisTopology implements AutoCloseable {
         return nodes;
     }
 
-    private FaultProxy replicationProxy() {
+    private TcpProxy replicationProxy() {
         if (replication == null) {
             throw new IllegalStateException("The shared Redis has no replica");
         }

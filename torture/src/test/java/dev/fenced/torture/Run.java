@@ -1,5 +1,6 @@
 package dev.fenced.torture;
 
+import dev.fenced.testservices.TcpProxy;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
@@ -148,7 +149,7 @@ final class Run {
         final History history;
         private final Set<Grant> active;
         private final List<AutoCloseable> resources;
-        private final List<FaultProxy> workerProxies = new ArrayList<>();
+        private final List<TcpProxy> workerProxies = new ArrayList<>();
         private final List<Runnable> afterStop = new ArrayList<>();
         private final long endsAt;
         private volatile boolean running = true;
@@ -179,14 +180,14 @@ final class Run {
 
         /** A worker with a locker of its own, behind a proxy of its own, on {@code resources}. */
         Worker worker(String name, List<String> resources) {
-            FaultProxy proxy = topology.clientProxy();
+            TcpProxy proxy = topology.clientProxy();
             workerProxies.add(proxy);
             return new Worker(name, locker(name, proxy), ledger, setup.arm(), resources, history, setup.profile(),
                     this::isRunning, active);
         }
 
         /** The proxies of the workers started by the run (not of witnesses). */
-        List<FaultProxy> workerProxies() {
+        List<TcpProxy> workerProxies() {
             return List.copyOf(workerProxies);
         }
 
@@ -195,8 +196,8 @@ final class Run {
             return locker(name, topology.clientProxy());
         }
 
-        private Locker locker(String name, FaultProxy proxy) {
-            Locker locker = Locker.create(setup.arm(), proxy.uri(), prefix, leaseTime(), setup.profile().maxWait(), name);
+        private Locker locker(String name, TcpProxy proxy) {
+            Locker locker = Locker.create(setup.arm(), RedisTopology.uriOf(proxy), prefix, leaseTime(), setup.profile().maxWait(), name);
             resources.add(locker);
             return locker;
         }

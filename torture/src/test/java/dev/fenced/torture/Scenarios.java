@@ -2,6 +2,7 @@ package dev.fenced.torture;
 
 import dev.fenced.lock.AcquireOptions;
 import dev.fenced.lock.FencedLockClient;
+import dev.fenced.testservices.TcpProxy;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Collections;
@@ -39,8 +40,8 @@ final class Scenarios {
     static Run.Nemesis stalls(int freezes) {
         return context -> {
             String resource = context.setup.witnessResources().get(0);
-            FaultProxy proxy = context.topology.clientProxy();
-            try (FrozenChild child = FrozenChild.start(context.setup.arm(), proxy.uri(), context.setup.r2dbcUrl(),
+            TcpProxy proxy = context.topology.clientProxy();
+            try (FrozenChild child = FrozenChild.start(context.setup.arm(), RedisTopology.uriOf(proxy), context.setup.r2dbcUrl(),
                     context.ledger, context.prefix, context.leaseTime())) {
                 Worker witness = context.worker("witness", List.of(resource));
                 for (int round = 1; round <= freezes; round++) {
@@ -124,15 +125,15 @@ final class Scenarios {
     /** (4) A connection reset after an acquire reached Redis, before its reply reached the client. */
     static Run.Nemesis resetAfterAcquire(long everyMillis) {
         return context -> {
-            List<FaultProxy> proxies = context.workerProxies();
+            List<TcpProxy> proxies = context.workerProxies();
             while (context.timeLeft()) {
                 context.pace(everyMillis);
-                FaultProxy proxy = proxies.get(ThreadLocalRandom.current().nextInt(proxies.size()));
+                TcpProxy proxy = proxies.get(ThreadLocalRandom.current().nextInt(proxies.size()));
                 long at = System.nanoTime();
                 proxy.resetAfterRequestContaining(ACQUIRE_MARKER, 1);
                 context.history.fault("reset-after-acquire", at, at);
             }
-            if (proxies.stream().mapToInt(FaultProxy::resetsFired).sum() == 0) {
+            if (proxies.stream().mapToInt(TcpProxy::resetsFired).sum() == 0) {
                 throw new IllegalStateException("No connection was reset after an acquire: the scenario tested nothing");
             }
         };
@@ -150,8 +151,8 @@ final class Scenarios {
      */
     private static void resetWitness(Run.Context context) throws InterruptedException {
         String resource = context.setup.witnessResources().get(0);
-        FaultProxy proxy = context.topology.clientProxy();
-        FencedLockClient client = context.closeLater(FencedLockClient.builder().redisUri(proxy.uri())
+        TcpProxy proxy = context.topology.clientProxy();
+        FencedLockClient client = context.closeLater(FencedLockClient.builder().redisUri(RedisTopology.uriOf(proxy))
                 .keyPrefix(context.prefix).leaseTime(Duration.ofSeconds(20)).build());
         client.ping().block(Duration.ofSeconds(10));
         proxy.resetAfterRequestContaining(ACQUIRE_MARKER, 1);
@@ -181,7 +182,7 @@ final class Scenarios {
     /** (5) A partition of some workers from Redis, longer than the lease, while they renew. */
     static Run.Nemesis partition(long everyMillis) {
         return context -> {
-            List<FaultProxy> proxies = new ArrayList<>(context.workerProxies());
+            List<TcpProxy> proxies = new ArrayList<>(context.workerProxies());
             while (context.timeLeft()) {
                 context.pace(everyMillis);
                 partitionOnce(context, proxies);
@@ -189,16 +190,16 @@ final class Scenarios {
         };
     }
 
-    private static void partitionOnce(Run.Context context, List<FaultProxy> proxies) throws InterruptedException {
+    private static void partitionOnce(Run.Context context, List<TcpProxy> proxies) throws InterruptedException {
         Collections.shuffle(proxies);
-        List<FaultProxy> cut = proxies.subList(0, Math.max(1, proxies.size() / 2));
+        List<TcpProxy> cut = proxies.subList(0, Math.max(1, proxies.size() / 2));
         long at = System.nanoTime();
-        cut.forEach(FaultProxy::blackhole);
+        cut.forEach(TcpProxy::blackhole);
         try {
             // The fault's length, not synchronisation: longer than the lease.
             context.pace(context.leaseTime().toMillis() * 2);
         } finally {
-            cut.forEach(FaultProxy::resume);
+            cut.forEach(TcpProxy::resume);
         }
         context.history.fault("partition", at, System.nanoTime());
     }
@@ -214,15 +215,15 @@ final class Scenarios {
             // The cancellers subscribe with lambdas, which Reactor lets drop a lease that arrives as they are
             // disposed; the library releases such leases once its hook is installed, as its docs ask.
             FencedLockClient.releaseLeasesDroppedBySubscribers();
-            FaultProxy proxy = context.topology.clientProxy();
+            TcpProxy proxy = context.topology.clientProxy();
             proxy.delayReplies(5);
-            FencedLockClient client = context.closeLater(FencedLockClient.builder().redisUri(proxy.uri())
+            FencedLockClient client = context.closeLater(FencedLockClient.builder().redisUri(RedisTopology.uriOf(proxy))
                     .keyPrefix(context.prefix).leaseTime(Duration.ofSeconds(10)).build());
             // A storm on locks of their own: maximum waits of 1-30 ms and cancels within 4 ms, replies 2 ms late,
             // so that cancels, wait deadlines and replies race.
-            FaultProxy stormProxy = context.topology.clientProxy();
+            TcpProxy stormProxy = context.topology.clientProxy();
             stormProxy.delayReplies(2);
-            FencedLockClient storm = context.closeLater(FencedLockClient.builder().redisUri(stormProxy.uri())
+            FencedLockClient storm = context.closeLater(FencedLockClient.builder().redisUri(RedisTopology.uriOf(stormProxy))
                     .keyPrefix(context.prefix).leaseTime(Duration.ofSeconds(10)).build());
             learnOwnerPrefix(context, storm);
             List<Thread> threads = new ArrayList<>();
@@ -347,19 +348,19 @@ final class Scenarios {
     static Run.Nemesis soak() {
         return context -> {
             ThreadLocalRandom random = ThreadLocalRandom.current();
-            FaultProxy cancelProxy = context.topology.clientProxy();
+            TcpProxy cancelProxy = context.topology.clientProxy();
             cancelProxy.delayReplies(5);
-            FencedLockClient cancelClient = context.closeLater(FencedLockClient.builder().redisUri(cancelProxy.uri())
+            FencedLockClient cancelClient = context.closeLater(FencedLockClient.builder().redisUri(RedisTopology.uriOf(cancelProxy))
                     .keyPrefix(context.prefix).leaseTime(Duration.ofSeconds(10)).build());
             context.background("torture-canceller", () -> cancelLoop(context, cancelClient));
             String resource = context.setup.witnessResources().get(0);
             Locker first = context.locker("witness-a");
             Locker second = context.locker("witness-b");
             FrozenChild child = context.closeLater(FrozenChild.start(context.setup.arm(),
-                    context.topology.clientProxy().uri(), context.setup.r2dbcUrl(), context.ledger, context.prefix,
+                    RedisTopology.uriOf(context.topology.clientProxy()), context.setup.r2dbcUrl(), context.ledger, context.prefix,
                     context.leaseTime()));
             Worker witness = context.worker("witness", List.of(resource));
-            List<FaultProxy> proxies = new ArrayList<>(context.workerProxies());
+            List<TcpProxy> proxies = new ArrayList<>(context.workerProxies());
             int round = 0;
             while (context.timeLeft()) {
                 context.pace(300 + random.nextLong(700));
@@ -392,7 +393,7 @@ final class Scenarios {
                         }
                     }));
                     default -> {
-                        FaultProxy slow = proxies.get(random.nextInt(proxies.size()));
+                        TcpProxy slow = proxies.get(random.nextInt(proxies.size()));
                         slow.delayReplies(context.leaseTime().toMillis() / 4);
                         context.pace(context.leaseTime().toMillis());
                         slow.delayReplies(0);
