@@ -30,7 +30,9 @@ public interface FencedLease {
     String name();
 
     /**
-     * The fencing token: strictly increasing per lock name across all clients.
+     * The fencing token: strictly increasing per lock name across all clients. With the default
+     * {@link TokenScheme#SERVER_TIME} it is at least the lock service's time in microseconds at the grant, so
+     * it stays above earlier tokens even after the service lost the lock's counter.
      *
      * @return the token, positive
      */
