@@ -325,6 +325,28 @@ class RedisLockClientIT {
     }
 
     @Test
+    void everyAcquisitionDrawsAFreshFixedWidthOwnerId() {
+        // Owner ids derived from a per-client seed and a sequence repeat in every process restored from one
+        // snapshot (CRaC, SnapStart): two holders of one lock with one owner and token. Each id must carry
+        // entropy of its own, so no two share even half of their digits as a common prefix.
+        FencedLockClient first = client();
+        FencedLockClient second = client();
+        java.util.Set<String> owners = new java.util.HashSet<>();
+        java.util.Set<String> prefixes = new java.util.HashSet<>();
+        for (int i = 0; i < 100; i++) {
+            for (FencedLockClient c : List.of(first, second)) {
+                FencedLease lease = c.acquire("owner-" + i).block(BOUND);
+                assertThat(lease).isNotNull();
+                assertThat(lease.ownerId()).matches("[0-9a-f]{32}");
+                assertThat(inspector.get(lockKey("owner-" + i))).isEqualTo(lease.ownerId() + ":" + lease.token());
+                assertThat(owners.add(lease.ownerId())).as("a new owner id").isTrue();
+                assertThat(prefixes.add(lease.ownerId().substring(0, 16))).as("a new first half of " + lease.ownerId()).isTrue();
+                StepVerifier.create(lease.release()).expectNext(ReleaseOutcome.RELEASED).verifyComplete();
+            }
+        }
+    }
+
+    @Test
     void sharedLettuceClientIsLeftOpen() {
         RedisClient shared = RedisClient.create();
         try {
