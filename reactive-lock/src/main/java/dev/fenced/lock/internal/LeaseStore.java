@@ -61,6 +61,15 @@ public interface LeaseStore {
     Flux<Long> releases(String name);
 
     /**
+     * A hot signal of servers that lost what they held: emits a description each time the store finds that
+     * the server it talks to changed identity (a restart, a failover, a reload of older data), before it
+     * emits a grant of the new server. Every lease held there may be gone. Never errors.
+     *
+     * @return the changes
+     */
+    Flux<String> serverChanges();
+
+    /**
      * One round trip to the server.
      *
      * @return completion when the server answered

@@ -22,6 +22,7 @@ import java.util.concurrent.atomic.AtomicReference;
 import java.util.function.Function;
 import org.jspecify.annotations.Nullable;
 import org.reactivestreams.Publisher;
+import reactor.core.Disposable;
 import reactor.core.publisher.Flux;
 import reactor.core.publisher.Mono;
 import reactor.core.scheduler.Scheduler;
@@ -53,6 +54,7 @@ public final class LeasingLockClient implements FencedLockClient {
     private final AtomicBoolean closed = new AtomicBoolean();
     private final Set<AcquireWaiter> waiters = ConcurrentHashMap.newKeySet();
     private final Mono<Void> closeResult;
+    private final Disposable serverChanges;
 
     private LeasingLockClient(LeaseStore store, ClientSettings settings) {
         this.store = store;
@@ -63,6 +65,14 @@ public final class LeasingLockClient implements FencedLockClient {
         this.virtualTime = scheduler.getClass().getName().equals("reactor.test.scheduler.VirtualTimeScheduler");
         this.closeResult = Mono.defer(this::doClose).cache();
         settings.observer().heldLeases(renewer::count);
+        this.serverChanges = store.serverChanges().subscribe(change -> loseAll(LossReason.SERVER_CHANGED));
+    }
+
+    /** Every held lease is lost at once: the server that held them changed. */
+    private void loseAll(LossReason reason) {
+        for (HeldLease lease : renewer.held()) {
+            lease.markLost(reason);
+        }
     }
 
     /**
@@ -327,6 +337,7 @@ public final class LeasingLockClient implements FencedLockClient {
 
     private Mono<Void> doClose() {
         closed.set(true);
+        serverChanges.dispose();
         for (AcquireWaiter waiter : List.copyOf(waiters)) {
             waiter.fail(LockClientClosedException.of(waiter.name()));
         }

@@ -58,6 +58,7 @@ public final class RedisLeaseStore implements LeaseStore {
     private final ReplicaAcks acks;
     private final boolean serverTimeTokens;
     private final Map<String, ChannelWatch> watches = new ConcurrentHashMap<>();
+    private final Sinks.Many<String> serverChanges = Sinks.many().multicast().directBestEffort();
     // Read here, on the thread that builds the client: reading resources on an event loop would block it.
     private final LuaScript acquireScript = LuaScript.ACQUIRE;
     private final LuaScript renewScript = LuaScript.RENEW;
@@ -81,6 +82,11 @@ public final class RedisLeaseStore implements LeaseStore {
             @Override
             public void unsubscribed(String channel) {
                 resubscribe(channel);
+            }
+
+            @Override
+            public void serverChanged(String change) {
+                serverChanges.tryEmitNext(change);
             }
         });
     }
@@ -159,7 +165,8 @@ public final class RedisLeaseStore implements LeaseStore {
         String[] scriptKeys = {lockKey, keys.fenceKey(name)};
         String[] args = {owner, Long.toString(leaseMillis), Long.toString(floor), serverTimeTokens ? "1" : ""};
         if (!acks.required()) {
-            return evalList(acquireScript, scriptKeys, args, name, "acquire").map(RedisLeaseStore::acquireReply);
+            return evalList(acquireScript, scriptKeys, args, name, "acquire").map(RedisLeaseStore::acquireReply)
+                    .flatMap(this::verified);
         }
         // The script and WAIT on one connection: WAIT counts the replicas that have this client's last write.
         return run(name, "acquire", connections.acknowledgedCommandsAt(lockKey), r -> this.<List<Long>>eval(
@@ -169,7 +176,18 @@ public final class RedisLeaseStore implements LeaseStore {
                         : r.waitForReplication(acks.replicas(), acks.timeout().toMillis())
                                 .flatMap(acknowledged -> acknowledged >= acks.replicas() ? Mono.just(reply)
                                         : unacknowledged(name, owner, reply.token(), acknowledged))),
-                commandTimeout.plus(acks.timeout()));
+                commandTimeout.plus(acks.timeout()))
+                .flatMap(this::verified);
+    }
+
+    /** A grant, once a change of server found after a reconnect has been reported (at once while connected). */
+    private Mono<AcquireReply> verified(AcquireReply reply) {
+        return reply.acquired() ? connections.verified().thenReturn(reply) : Mono.just(reply);
+    }
+
+    @Override
+    public Flux<String> serverChanges() {
+        return serverChanges.asFlux();
     }
 
     /** Releases an acquire too few replicas acknowledged, then fails with that: the lock is free when the error arrives. */

@@ -255,6 +255,23 @@ class LeasingLockClientTest {
     }
 
     @Test
+    void aServerThatLostItsDataLosesEveryHeldLeaseAtOnceAndCancelsTheWork() {
+        FencedLease a = acquire("a");
+        FencedLease b = acquire("b");
+        StepVerifier.withVirtualTime(() -> client.withLease("c", c -> Flux.interval(Duration.ofMillis(100), clock)),
+                        () -> clock, Long.MAX_VALUE)
+                .thenAwait(Duration.ofMillis(250))
+                .expectNextCount(2)
+                .then(memory::restart)
+                .verifyErrorSatisfies(e -> assertThat(e).isInstanceOf(LeaseLostException.class)
+                        .extracting(x -> ((LeaseLostException) x).reason()).isEqualTo(LossReason.SERVER_CHANGED));
+        assertThat(lossOf(a).reason()).isEqualTo(LossReason.SERVER_CHANGED);
+        assertThat(lossOf(b).reason()).isEqualTo(LossReason.SERVER_CHANGED);
+        assertThat(client.heldLeases()).isZero();
+        assertThat(acquire("a").isHeld()).as("the new server grants again").isTrue();
+    }
+
+    @Test
     void differentNamesNestIndependently() {
         StepVerifier.create(client.withLease("a", a -> client.withLease("b", b -> FencedLease.current("a")
                         .zipWith(FencedLease.current("b"), (x, y) -> x.name() + y.name()))))
