@@ -1,11 +1,11 @@
 package dev.fenced.lock;
 
+import dev.fenced.lock.internal.redis.RedisLeaseStore;
+import dev.fenced.lock.internal.redis.ReplicaAcks;
 import dev.fenced.lock.internal.ClientSettings;
 import dev.fenced.lock.internal.DroppedLeases;
 import dev.fenced.lock.internal.KeyLayout;
 import dev.fenced.lock.internal.LeasingLockClient;
-import dev.fenced.lock.internal.RedisLeaseStore;
-import dev.fenced.lock.internal.ReplicaAcks;
 import io.lettuce.core.RedisClient;
 import io.lettuce.core.RedisURI;
 import io.lettuce.core.cluster.RedisClusterClient;

@@ -70,6 +70,15 @@ public interface LeaseStore {
     Flux<String> serverChanges();
 
     /**
+     * Whether the calling thread is one of the store's I/O threads, where nothing may block.
+     *
+     * @return whether it is
+     */
+    default boolean onIoThread() {
+        return false;
+    }
+
+    /**
      * One round trip to the server.
      *
      * @return completion when the server answered

@@ -328,7 +328,7 @@ public final class LeasingLockClient implements FencedLockClient {
 
     @Override
     public void close() {
-        if (Schedulers.isInNonBlockingThread() || Thread.currentThread() instanceof io.netty.util.concurrent.FastThreadLocalThread) {
+        if (Schedulers.isInNonBlockingThread() || store.onIoThread()) {
             throw new IllegalStateException("close() blocks; on a non-blocking thread (" + Thread.currentThread().getName()
                     + ") subscribe to closeLater() instead");
         }

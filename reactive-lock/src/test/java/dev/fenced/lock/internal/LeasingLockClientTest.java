@@ -1,5 +1,6 @@
 package dev.fenced.lock.internal;
 
+import dev.fenced.lock.internal.memory.InMemoryLeaseStore;
 import static org.assertj.core.api.Assertions.assertThat;
 
 import dev.fenced.lock.AcquireOptions;

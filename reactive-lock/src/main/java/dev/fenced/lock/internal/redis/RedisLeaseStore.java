@@ -1,5 +1,8 @@
-package dev.fenced.lock.internal;
+package dev.fenced.lock.internal.redis;
 
+import dev.fenced.lock.internal.ClientSettings;
+import dev.fenced.lock.internal.KeyLayout;
+import dev.fenced.lock.internal.LeaseStore;
 import dev.fenced.lock.LockServiceException;
 import dev.fenced.lock.ReplicaAcknowledgementException;
 import dev.fenced.lock.TokenScheme;
@@ -339,6 +342,12 @@ public final class RedisLeaseStore implements LeaseStore {
                     connections.shardedPubSub() ? "1" : ""};
             return eval(r, releaseScript, ScriptOutputType.INTEGER, scriptKeys, args);
         }).map(deleted -> Long.valueOf(1L).equals(deleted));
+    }
+
+    @Override
+    public boolean onIoThread() {
+        // Lettuce runs on Netty's event loops.
+        return Thread.currentThread() instanceof io.netty.util.concurrent.FastThreadLocalThread;
     }
 
     @Override

@@ -1,5 +1,6 @@
-package dev.fenced.lock.internal;
+package dev.fenced.lock.internal.memory;
 
+import dev.fenced.lock.internal.LeaseStore;
 import dev.fenced.lock.LockServiceException;
 import java.time.Duration;
 import java.util.ArrayList;

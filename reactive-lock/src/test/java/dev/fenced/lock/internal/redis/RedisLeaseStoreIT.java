@@ -1,5 +1,8 @@
-package dev.fenced.lock.internal;
+package dev.fenced.lock.internal.redis;
 
+import dev.fenced.lock.internal.ClientSettings;
+import dev.fenced.lock.internal.LeaseStore;
+import dev.fenced.lock.internal.LeaseStoreContract;
 import static org.assertj.core.api.Assertions.assertThat;
 
 import dev.fenced.lock.TokenScheme;
