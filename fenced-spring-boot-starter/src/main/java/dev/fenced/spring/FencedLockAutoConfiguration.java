@@ -1,5 +1,6 @@
 package dev.fenced.spring;
 
+import dev.fenced.lock.FencedLockClientBuilder;
 import dev.fenced.lock.FencedLockClient;
 import dev.fenced.lock.LockObserver;
 import dev.fenced.lock.micrometer.MicrometerLockObserver;
@@ -45,7 +46,7 @@ public class FencedLockAutoConfiguration {
     @ConditionalOnMissingBean
     public FencedLockClient fencedLockClient(FencedProperties properties, Environment environment,
             ObjectProvider<LockObserver> observer) {
-        FencedLockClient.Builder builder = FencedLockClient.builder();
+        FencedLockClientBuilder builder = FencedLockClient.builder();
         List<String> cluster = clusterNodes(properties, environment);
         if (cluster.isEmpty()) {
             builder.redisUri(redisUri(properties, environment));

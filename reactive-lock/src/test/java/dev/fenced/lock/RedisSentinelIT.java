@@ -44,7 +44,7 @@ class RedisSentinelIT {
     }
 
     private FencedLockClient client(int replicas) {
-        FencedLockClient.Builder builder = FencedLockClient.builder()
+        FencedLockClientBuilder builder = FencedLockClient.builder()
                 .redisUri(group.sentinelUri())
                 .keyPrefix(prefix)
                 .leaseTime(LEASE)

@@ -107,10 +107,9 @@ public final class LeasingLockClient implements FencedLockClient {
         }
         Duration leaseTime = options.leaseTime() != null ? options.leaseTime() : settings.leaseTime();
         Duration maxWait = options.maxWait() != null ? options.maxWait() : settings.maxWait();
-        if (leaseTime.compareTo(settings.commandTimeout()) <= 0) {
-            return Mono.error(new IllegalArgumentException("leaseTime (" + leaseTime + ") must be longer than the command "
-                    + "timeout (" + settings.commandTimeout() + "): a lease that can run out before a reply arrives "
-                    + "cannot be renewed"));
+        String leaseProblem = settings.problemWithLeaseTime(leaseTime);
+        if (!leaseProblem.isEmpty()) {
+            return Mono.error(new IllegalArgumentException(leaseProblem));
         }
         long leaseNanos = leaseTime.toNanos();
         return Mono.deferContextual(ctx -> {

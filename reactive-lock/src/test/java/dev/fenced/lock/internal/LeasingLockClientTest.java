@@ -562,6 +562,9 @@ class LeasingLockClientTest {
 
     @Test
     void perCallLeaseTimeIsRenewedAtTheSameRatio() {
+        // A command timeout short enough for a 1.5 s lease renewed every 0.5 s (the default third of 3 s is not).
+        LeasingLockClient client = LeasingLockClient.create(store,
+                ClientSettings.of("test:", Duration.ofSeconds(3), null, Duration.ofSeconds(10), Duration.ofMillis(500), clock));
         FencedLease lease = client.acquire(LOCK, AcquireOptions.defaults().withLeaseTime(Duration.ofMillis(1_500)))
                 .block(Duration.ofSeconds(1));
         assertThat(lease).isNotNull();

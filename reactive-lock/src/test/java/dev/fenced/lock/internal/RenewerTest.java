@@ -44,7 +44,8 @@ class RenewerTest {
     private final InMemoryLeaseStore memory = new InMemoryLeaseStore(clock);
     private final RecordingStore store = new RecordingStore(memory);
     private final LeasingLockClient client = LeasingLockClient.create(store,
-            ClientSettings.of("test:", LEASE, null, Duration.ofSeconds(10), null, clock));
+            // A command timeout short enough for the 1.5 s leases some tests take (renewed every 0.5 s).
+            ClientSettings.of("test:", LEASE, null, Duration.ofSeconds(10), Duration.ofMillis(500), clock));
 
     @AfterEach
     void tearDown() {

@@ -95,71 +95,31 @@ public final class RedisLeaseStore implements LeaseStore {
     }
 
     /**
-     * A store on a Lettuce client it creates and owns, for one server ({@code redis://}) or a Sentinel
-     * group ({@code redis-sentinel://}): commands are rejected while disconnected (never buffered), and
-     * time out after the command timeout.
+     * A store on the given deployment. A Lettuce client the store creates rejects commands while
+     * disconnected (never buffers them) and times them out after the command timeout; a shared client keeps
+     * its own options, and the store still fails fast while disconnected and times commands out itself.
      *
-     * @param uri the server, or the Sentinels and the primary's name
+     * @param target the deployment and who owns its Lettuce client
      * @param settings the client settings
      * @param acks the replica acknowledgement required of an acquire
      * @return the store
      */
-    public static RedisLeaseStore owned(RedisURI uri, ClientSettings settings, ReplicaAcks acks) {
-        return new RedisLeaseStore(settings, acks,
-                listener -> StandaloneConnections.owned(uri, settings.commandTimeout(), settings.keyPrefix(), listener));
-    }
-
-    /**
-     * A store on a Lettuce client it creates and owns, without replica acknowledgement.
-     *
-     * @param uri the server
-     * @param settings the client settings
-     * @return the store
-     */
-    public static RedisLeaseStore owned(RedisURI uri, ClientSettings settings) {
-        return owned(uri, settings, ReplicaAcks.NONE);
-    }
-
-    /**
-     * A store on a Lettuce client shared with the application, which keeps its own options; lock
-     * commands still fail fast while the connection is down and time out after the command timeout.
-     *
-     * @param client the Lettuce client, left open on close
-     * @param uri the server, or the Sentinels and the primary's name
-     * @param settings the client settings
-     * @param acks the replica acknowledgement required of an acquire
-     * @return the store
-     */
-    public static RedisLeaseStore shared(RedisClient client, RedisURI uri, ClientSettings settings, ReplicaAcks acks) {
-        return new RedisLeaseStore(settings, acks,
-                listener -> StandaloneConnections.shared(client, uri, settings.keyPrefix(), listener));
-    }
-
-    /**
-     * A store on a Redis Cluster, through a cluster client it creates and owns (topology refreshed on
-     * redirections, reconnects and every 30 seconds).
-     *
-     * @param seeds one or more nodes of the cluster
-     * @param settings the client settings
-     * @param acks the replica acknowledgement required of an acquire
-     * @return the store
-     */
-    public static RedisLeaseStore cluster(List<RedisURI> seeds, ClientSettings settings, ReplicaAcks acks) {
-        return new RedisLeaseStore(settings, acks,
-                listener -> ClusterConnections.owned(seeds, settings.commandTimeout(), settings.keyPrefix(), listener));
-    }
-
-    /**
-     * A store on a Redis Cluster, through a cluster client shared with the application.
-     *
-     * @param client the cluster client, left open on close
-     * @param settings the client settings
-     * @param acks the replica acknowledgement required of an acquire
-     * @return the store
-     */
-    public static RedisLeaseStore sharedCluster(RedisClusterClient client, ClientSettings settings, ReplicaAcks acks) {
-        return new RedisLeaseStore(settings, acks,
-                listener -> ClusterConnections.shared(client, settings.keyPrefix(), listener));
+    public static RedisLeaseStore open(RedisTarget target, ClientSettings settings, ReplicaAcks acks) {
+        Duration timeout = settings.commandTimeout();
+        String prefix = settings.keyPrefix();
+        return new RedisLeaseStore(settings, acks, listener -> {
+            // One case per kind of target (a switch over the sealed type needs Java 21).
+            if (target instanceof RedisTarget.Server server) {
+                return StandaloneConnections.owned(server.uri(), timeout, prefix, listener);
+            }
+            if (target instanceof RedisTarget.SharedServer shared) {
+                return StandaloneConnections.shared(shared.client(), shared.uri(), prefix, listener);
+            }
+            if (target instanceof RedisTarget.Cluster cluster) {
+                return ClusterConnections.owned(cluster.seeds(), timeout, prefix, listener);
+            }
+            return ClusterConnections.shared(((RedisTarget.SharedCluster) target).client(), prefix, listener);
+        });
     }
 
     @Override

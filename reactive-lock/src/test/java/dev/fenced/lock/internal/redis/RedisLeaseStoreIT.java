@@ -38,7 +38,7 @@ class RedisLeaseStoreIT extends LeaseStoreContract {
     void connect(RedisServer redis) {
         settings = ClientSettings.of("it-" + UUID.randomUUID() + ":", Duration.ofSeconds(30), null, Duration.ofSeconds(30), null, null)
                 .withTokenScheme(scheme());
-        store = RedisLeaseStore.owned(RedisURI.create(redis.uri()), settings);
+        store = RedisLeaseStore.open(new RedisTarget.Server(RedisURI.create(redis.uri())), settings, ReplicaAcks.NONE);
         adminClient = RedisClient.create(redis.uri());
         admin = adminClient.connect().sync();
     }
