@@ -10,6 +10,7 @@ import io.micrometer.observation.ObservationRegistry;
 import java.util.List;
 import org.jspecify.annotations.Nullable;
 import org.springframework.beans.factory.ObjectProvider;
+import org.springframework.boot.actuate.autoconfigure.endpoint.condition.ConditionalOnAvailableEndpoint;
 import org.springframework.boot.data.redis.autoconfigure.DataRedisConnectionDetails;
 import org.springframework.boot.data.redis.autoconfigure.DataRedisProperties;
 import org.springframework.boot.health.autoconfigure.contributor.ConditionalOnEnabledHealthIndicator;
@@ -32,7 +33,8 @@ import org.springframework.core.env.Environment;
  * {@code close()} waits for held leases to be released; shutdown runs on a thread that may block).
  *
  * <p>With Micrometer present, the client records {@code fenced.lock.*} meters; with Actuator's health support,
- * a {@code fenced} health indicator pings the lock service. User beans of these types win.
+ * a {@code fenced} health indicator pings the lock service; with Actuator, the {@code fenced} endpoint lists
+ * held leases. User beans of these types win.
  */
 @AutoConfiguration(afterName = "org.springframework.boot.data.redis.autoconfigure.DataRedisAutoConfiguration")
 @ConditionalOnClass(FencedLockClient.class)
@@ -238,6 +240,25 @@ public class FencedLockAutoConfiguration {
         @ConditionalOnMissingBean(name = "fencedHealthIndicator")
         FencedLockHealthIndicator fencedHealthIndicator(FencedLockClient client) {
             return new FencedLockHealthIndicator(client);
+        }
+    }
+
+    /** With Actuator present: the {@code fenced} endpoint that lists held leases. */
+    @Configuration(proxyBeanMethods = false)
+    @ConditionalOnClass(name = "org.springframework.boot.actuate.autoconfigure.endpoint.condition.ConditionalOnAvailableEndpoint")
+    static class EndpointConfiguration {
+
+        /**
+         * The endpoint, when it is exposed.
+         *
+         * @param client the lock client
+         * @return the endpoint
+         */
+        @Bean
+        @ConditionalOnMissingBean
+        @ConditionalOnAvailableEndpoint
+        FencedLeasesEndpoint fencedLeasesEndpoint(FencedLockClient client) {
+            return new FencedLeasesEndpoint(HeldLeaseLists.of(client));
         }
     }
 }
