@@ -11,6 +11,7 @@ import java.util.List;
 import org.junit.jupiter.api.Test;
 import org.springframework.boot.autoconfigure.AutoConfigurations;
 import org.springframework.boot.test.context.runner.ApplicationContextRunner;
+import tools.jackson.databind.json.JsonMapper;
 
 /** The {@code fenced} Actuator endpoint, on the test kit's client, which also shows the kit as a drop-in bean. */
 class FencedLeasesEndpointTest {
@@ -45,6 +46,15 @@ class FencedLeasesEndpointTest {
             first.release().block(Duration.ofSeconds(5));
             assertThat(endpoint.leases().leases()).extracting(FencedLeasesEndpoint.HeldLease::name).containsExactly("order:2");
         });
+    }
+
+    @Test
+    void theAnswerIsTheJsonTheReadmeShows() {
+        FencedLeasesEndpoint.HeldLeases answer = new FencedLeasesEndpoint.HeldLeases(
+                List.of(new FencedLeasesEndpoint.HeldLease("invoice:42", 17, 8712)));
+        JsonMapper json = JsonMapper.builder().build();
+        assertThat(json.readTree(json.writeValueAsString(answer))).isEqualTo(json.readTree(
+                "{\"leases\":[{\"name\":\"invoice:42\",\"token\":17,\"remainingValidityMillis\":8712}]}"));
     }
 
     @Test
