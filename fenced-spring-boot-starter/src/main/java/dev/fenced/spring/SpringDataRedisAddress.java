@@ -10,6 +10,9 @@ import org.springframework.boot.data.redis.autoconfigure.DataRedisProperties;
  * {@code @ServiceConnection} container) into the address of the lock client, keeping what Spring Data Redis
  * itself would use: username, password, database, TLS, client name, Sentinel (with its own credentials) and
  * cluster nodes. Loaded only when {@code spring-boot-data-redis} is on the class path.
+ *
+ * <p>An SSL bundle turns TLS on, but its key and trust stores are not applied: the lock client's builder takes no
+ * Lettuce SSL options, so the JVM's trust store checks the server.
  */
 final class SpringDataRedisAddress {
 
