@@ -103,19 +103,20 @@ public class FencedLockAutoConfiguration {
      * @return the address
      * @throws IllegalStateException if {@code springRedis} is {@code null} but {@code spring.data.redis.*} settings
      *     are present, which would otherwise be ignored (with their password)
+     * @throws IllegalArgumentException if {@code fenced.redis-uri} or a cluster node is not a Redis URI
      */
     static RedisAddress redisAddress(FencedProperties properties, @Nullable RedisAddress springRedis, Environment environment) {
         List<RedisURI> cluster = properties.clusterNodes() == null ? List.of() : properties.clusterNodes().stream()
                 .map(String::trim)
                 .filter(node -> !node.isEmpty())
-                .map(node -> RedisURI.create(node.contains("://") ? node : "redis://" + node))
+                .map(node -> parse("fenced.cluster-nodes", node.contains("://") ? node : "redis://" + node))
                 .toList();
         if (!cluster.isEmpty()) {
             return new RedisAddress.Cluster(cluster);
         }
         String uri = properties.redisUri();
         if (uri != null && !uri.isBlank()) {
-            return new RedisAddress.Server(RedisURI.create(uri));
+            return new RedisAddress.Server(parse("fenced.redis-uri", uri));
         }
         if (springRedis != null) {
             return springRedis;
@@ -128,6 +129,15 @@ public class FencedLockAutoConfiguration {
             }
         }
         return new RedisAddress.Server(RedisURI.create(DEFAULT_REDIS_URI));
+    }
+
+    private static RedisURI parse(String property, String uri) {
+        try {
+            return RedisURI.create(uri);
+        } catch (RuntimeException e) {
+            // Not the value: it may hold a password.
+            throw new IllegalArgumentException(property + " has a value that is not a Redis URI: " + e.getMessage(), e);
+        }
     }
 
     private static final String DEFAULT_REDIS_URI = "redis://127.0.0.1:6379";

@@ -104,6 +104,20 @@ class FencedLockAutoConfigurationTest {
     }
 
     @Test
+    void aRedisUriThatIsNotOneFailsTheContextNamingThePropertyButNotItsValue() {
+        runner.withPropertyValues("fenced.redis-uri=redis://:secret@").run(context -> {
+            Throwable failure = context.getStartupFailure();
+            while (failure != null && !(failure instanceof IllegalArgumentException)) {
+                failure = failure.getCause();
+            }
+            assertThat(failure).isInstanceOf(IllegalArgumentException.class)
+                    .hasMessage("fenced.redis-uri has a value that is not a Redis URI: Host must not be empty");
+            assertThat(context.getStartupFailure()).hasStackTraceContaining("Host must not be empty")
+                    .satisfies(whole -> assertThat(whole.toString() + whole.getCause()).doesNotContain("secret"));
+        });
+    }
+
+    @Test
     void userBeansWin() {
         runner.withBean(FencedLockClient.class, () -> FencedLockClient.builder().redisUri("redis://127.0.0.1:1").build())
                 .withBean("fencedHealthIndicator", FencedLockHealthIndicator.class,
