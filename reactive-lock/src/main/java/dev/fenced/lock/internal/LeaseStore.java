@@ -7,7 +7,8 @@ import reactor.core.publisher.Mono;
 
 /**
  * The storage of leases: what the lease lifecycle needs from Redis, and nothing more. Every method is
- * cold. Implementations: {@link RedisLeaseStore} and {@link InMemoryLeaseStore}; one contract test suite
+ * cold. Implementations: {@link dev.fenced.lock.internal.redis.RedisLeaseStore} and
+ * {@link dev.fenced.lock.internal.memory.InMemoryLeaseStore}; one contract test suite
  * checks both.
  *
  * <p>Implementations are thread-safe.
