@@ -137,20 +137,24 @@ public interface FencedLockClient extends AutoCloseable {
 
     /**
      * Closes the client: new acquires fail with {@link LockClientClosedException}, waits in progress end
-     * with that error, held leases are released (their {@link FencedLease#lost()} signals
-     * {@link LossReason#CLIENT_CLOSED}), then the connections close. A Redis client passed to the builder
-     * is left open; one created by the builder is shut down. Idempotent: every call returns the same
-     * completion.
+     * with that error, held leases are lost (their {@link FencedLease#lost()} signals
+     * {@link LossReason#CLIENT_CLOSED}) and released, the releases and undos still in flight get up to the
+     * command timeout to finish, then the connections close. A lease granted while the client closes is
+     * released again and its acquire fails with {@link LockClientClosedException}. A Redis client passed to
+     * the builder is left open; one created by the builder is shut down. Each step is bounded, so the
+     * completion comes within about twice the command timeout whatever Redis does. Idempotent: every call
+     * returns the same completion.
      *
      * @return completes when the client is closed; never errors
      */
     Mono<Void> closeLater();
 
     /**
-     * Closes the client as {@link #closeLater()} does and waits, at most ten seconds, for it to finish.
-     * This method blocks the calling thread: call it on shutdown, never on an event-loop thread (on Reactor's
-     * non-blocking threads and Netty's, such as Lettuce's, it throws {@link IllegalStateException}; use
-     * {@link #closeLater()} there).
+     * Closes the client as {@link #closeLater()} does and waits, at most ten seconds, for it to finish (past
+     * that, closing goes on in the background and a warning is logged). Never throws, except
+     * {@link IllegalStateException} when called on a non-blocking thread: this method blocks the calling
+     * thread, so call it on shutdown, never on Reactor's non-blocking threads or Netty's (such as
+     * Lettuce's); use {@link #closeLater()} there.
      */
     @Override
     void close();

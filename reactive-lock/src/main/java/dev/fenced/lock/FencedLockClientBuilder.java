@@ -34,6 +34,7 @@ public final class FencedLockClientBuilder {
     private @Nullable Scheduler scheduler;
     private LockObserver observer = LockObserver.NONE;
     private TokenScheme tokenScheme = TokenScheme.SERVER_TIME;
+    private int maxWaitersPerLock = Integer.MAX_VALUE;
 
     FencedLockClientBuilder() {
     }
@@ -258,6 +259,23 @@ public final class FencedLockClientBuilder {
     }
 
     /**
+     * How many acquires of this client may wait for one lock at once. An acquire that would wait beyond that
+     * fails at once with {@link LockWaitQueueFullException}, so a burst of work on one hot lock cannot pile up
+     * without bound. Default: no limit. (Waiting costs little: only the oldest waiter of a lock makes attempts
+     * and keeps a timer.)
+     *
+     * @param maxWaitersPerLock at least 1
+     * @return this builder
+     */
+    public FencedLockClientBuilder maxWaitersPerLock(int maxWaitersPerLock) {
+        if (maxWaitersPerLock < 1) {
+            throw new IllegalArgumentException("maxWaitersPerLock must be at least 1, was " + maxWaitersPerLock);
+        }
+        this.maxWaitersPerLock = maxWaitersPerLock;
+        return this;
+    }
+
+    /**
      * Builds the client. No connection is made until the first command needs one.
      *
      * @return a new client
@@ -273,7 +291,8 @@ public final class FencedLockClientBuilder {
         }
         ClientSettings settings = ClientSettings.of(keyPrefix, leaseTime, renewalPeriod, maxWait, commandTimeout, scheduler)
                 .withObserver(observer)
-                .withTokenScheme(tokenScheme);
+                .withTokenScheme(tokenScheme)
+                .withMaxWaitersPerLock(maxWaitersPerLock);
         if (replicaAcks.timeout().compareTo(settings.commandTimeout()) >= 0) {
             if (settings.ownsScheduler()) {
                 settings.scheduler().dispose();

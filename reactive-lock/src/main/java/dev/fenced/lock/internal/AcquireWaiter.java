@@ -2,6 +2,7 @@ package dev.fenced.lock.internal;
 
 import dev.fenced.lock.LockAcquireTimeoutException;
 import dev.fenced.lock.LockClientClosedException;
+import dev.fenced.lock.LockWaitQueueFullException;
 import java.time.Duration;
 import java.util.concurrent.ThreadLocalRandom;
 import java.util.concurrent.TimeUnit;
@@ -15,57 +16,81 @@ import reactor.util.Loggers;
 import reactor.util.context.Context;
 
 /**
- * Waits for a held lock without a blocked thread and without polling in a loop.
+ * Waits for a held lock without a blocked thread and without polling.
  *
- * <p>It makes an attempt at once, so an uncontended acquire costs one round trip. If the lock is held,
- * it starts watching the lock's release notifications and, once listening is confirmed, attempts again
- * (a release before it listened is not missed). While the lock stays held, the next attempt is made when
- * a release is heard of, or when a timer fires a little after the holder's lease would run out (pub/sub
- * is at-most-once, so the timer is what guarantees progress). A notification heard while an attempt is
- * in flight triggers another attempt right after it.
+ * <p>It makes an attempt at once, so an uncontended acquire costs one round trip (unless other acquires of
+ * this client already wait for the lock: then it takes its place in line without one). Once the lock turns
+ * out to be held, it joins the lock's {@link WaitQueue}. The head of the queue attempts again once listening
+ * is confirmed (a release before that is not missed), then on every release notification and when a timer
+ * fires a little after the holder's lease would run out (pub/sub is at-most-once, so the timer is what
+ * guarantees progress). Waiters behind the head make no attempt and keep no timer until their turn.
  *
- * <p>The waiter's flags are guarded by its monitor; attempts, timers and signals are started outside it.
- * The maximum wait is enforced outside, by cancelling the waiter: a pending attempt is then undone.
+ * <p>The waiter's {@link State} is its one piece of state, guarded by its monitor; attempts, timers and
+ * signals are started outside it. Every way out (a lease, an error, a cancel) goes through {@link #end}. The
+ * maximum wait is enforced here, under the monitor, so a lease that arrives as the wait ends is either
+ * delivered or released, never dropped.
  */
 final class AcquireWaiter {
 
     private static final Logger log = Loggers.getLogger(AcquireWaiter.class);
 
-    private final LeasingLockClient client;
+    /** Where a waiter is. */
+    enum State {
+        /** The first attempt is in flight; not in a queue. */
+        FIRST_ATTEMPT,
+        /** In a queue, waiting for listening to be confirmed. */
+        JOINING,
+        /** Behind the head of the queue: waits for its turn, with no attempt and no timer. */
+        IN_LINE,
+        /** The head: a timer is armed; waits for a notification or the timer. */
+        HEAD,
+        /** The head, with an attempt in flight. */
+        ATTEMPTING,
+        /** The head, with an attempt in flight and a notification heard since it was sent: attempt again. */
+        ATTEMPTING_NOTIFIED,
+        /** Ended: with a lease, an error or a cancel. */
+        DONE
+    }
+
+    private final LeaseRuntime runtime;
+    private final Waiters waiters;
+    private final AcquireAttempt attempts;
     private final String name;
     private final long leaseNanos;
     private final Duration maxWait;
+    private final int maxWaiters;
     private final long startedAt;
     private final MonoSink<HeldLease> sink;
 
-    private boolean watching;
+    private State state = State.FIRST_ATTEMPT;
     private long lastHolderTtlMillis = -1;
-    private boolean ready;
-    private boolean inFlight;
-    private boolean notified;
-    private boolean done;
     private @Nullable WaitQueue queue;
     private @Nullable Disposable attempt;
     private @Nullable Disposable timer;
     private @Nullable Disposable deadline;
 
-    private AcquireWaiter(LeasingLockClient client, String name, long leaseNanos, Duration maxWait, MonoSink<HeldLease> sink) {
-        this.client = client;
+    private AcquireWaiter(LeaseRuntime runtime, Waiters waiters, AcquireAttempt attempts, String name, long leaseNanos,
+            Duration maxWait, int maxWaiters, MonoSink<HeldLease> sink) {
+        this.runtime = runtime;
+        this.waiters = waiters;
+        this.attempts = attempts;
         this.name = name;
         this.leaseNanos = leaseNanos;
         this.maxWait = maxWait;
-        this.startedAt = client.now();
+        this.maxWaiters = maxWaiters;
+        this.startedAt = runtime.now();
         this.sink = sink;
     }
 
     /**
-     * Waits up to {@code maxWait} for the lock. The wait is enforced here, under the waiter's monitor, so a
-     * lease that arrives as the wait ends is either delivered or released, never dropped. The timer starts
-     * when the lock turns out to be held (so an uncontended acquire schedules nothing: its one attempt is
-     * bounded by the command timeout), or at once when the wait is no longer than the command timeout.
+     * Waits up to {@code maxWait} for the lock. The timer of the wait starts when the lock turns out to be
+     * held (so an uncontended acquire schedules nothing: its one attempt is bounded by the command timeout), or
+     * at once when the wait is no longer than the command timeout or the acquire queues behind others.
      */
-    static Mono<HeldLease> waitFor(LeasingLockClient client, String name, long leaseNanos, Duration maxWait) {
-        return Mono.create(sink -> new AcquireWaiter(client, name, leaseNanos, maxWait, sink).start());
+    static Mono<HeldLease> waitFor(LeaseRuntime runtime, Waiters waiters, AcquireAttempt attempts, String name,
+            long leaseNanos, Duration maxWait, int maxWaiters) {
+        return Mono.create(sink -> new AcquireWaiter(runtime, waiters, attempts, name, leaseNanos, maxWait, maxWaiters, sink)
+                .start());
     }
 
     String name() {
@@ -73,125 +98,127 @@ final class AcquireWaiter {
     }
 
     private void start() {
-        sink.onCancel(this::cancel);
-        if (!client.register(this)) {
-            fail(LockClientClosedException.of(name));
+        sink.onCancel(() -> end(null, null));
+        if (!waiters.register(this)) {
+            end(null, LockClientClosedException.of(name));
             return;
         }
-        boolean queueBehindOthers = client.hasWaiters(name);
-        if (queueBehindOthers || maxWait.compareTo(client.commandTimeout()) <= 0) {
-            // Either no attempt bounds the wait, or the command timeout cannot: time it from now.
-            synchronized (this) {
-                deadline = client.scheduler().schedule(this::onDeadline, maxWait.toNanos(), TimeUnit.NANOSECONDS);
-            }
-        }
-        if (queueBehindOthers) {
-            // Others of this client already wait for this lock: take a place in line rather than barge in
-            // ahead of them (each release wakes the oldest waiter).
-            synchronized (this) {
-                watching = true;
-            }
-            watch();
+        boolean behindOthers = waiters.hasWaiters(name);
+        if (behindOthers && waiters.waiting(name) >= maxWaiters) {
+            end(null, LockWaitQueueFullException.of(name, maxWaiters));
             return;
         }
         synchronized (this) {
-            beginAttempt();
+            if (behindOthers || maxWait.compareTo(runtime.commandTimeout()) <= 0) {
+                // Either no attempt bounds the wait, or the command timeout cannot: time it from now.
+                deadline = runtime.scheduler().schedule(this::onDeadline, maxWait.toNanos(), TimeUnit.NANOSECONDS);
+            }
+            state = behindOthers ? State.JOINING : State.FIRST_ATTEMPT;
         }
-        attempt();
+        if (behindOthers) {
+            // Others of this client already wait for this lock: take a place in line rather than barge in.
+            join();
+        } else {
+            attempt();
+        }
     }
 
-    /** After the first busy reply: join the lock's wait queue, which confirms listening with onReady. */
-    private void watch() {
+    /** After the first busy reply: join the lock's wait queue, which confirms listening with onListening. */
+    private void join() {
         WaitQueue joined;
         do {
-            joined = client.waitQueue(name);
+            joined = waiters.queue(name);
         } while (!joined.join(this));
         boolean leaveNow;
         synchronized (this) {
-            leaveNow = done;
-            if (!done) {
+            leaveNow = state == State.DONE;
+            if (!leaveNow) {
                 queue = joined;
             }
         }
         if (leaveNow) {
-            joined.leave(this, true);
+            joined.leave(this, false);
         }
     }
 
-    /** Listening is confirmed: attempt again, so that a release before we listened is not missed. */
-    void onReady() {
+    /**
+     * Listening is confirmed. The head attempts again, so that a release before it listened is not missed;
+     * the others wait for their turn.
+     */
+    void onListening(boolean head) {
         synchronized (this) {
-            if (done || ready) {
+            if (state != State.JOINING) {
                 return;
             }
-            ready = true;
-            if (inFlight) {
+            if (!head) {
+                state = State.IN_LINE;
                 return;
             }
-            beginAttempt();
+            state = State.ATTEMPTING;
         }
         attempt();
     }
 
-    /** Listening is confirmed and waiters are ahead of this one: wait for a turn, or the timer. */
-    void onReadyBehindOthers() {
-        synchronized (this) {
-            if (done || ready) {
-                return;
-            }
-            ready = true;
-            if (!inFlight && timer == null) {
-                timer = client.scheduler().schedule(this::onTimer, delayAfterBusy(lastHolderTtlMillis), TimeUnit.MILLISECONDS);
-            }
-        }
-    }
-
-    /** A release was heard of and this waiter is first in line (or was passed the turn). */
+    /** A release was heard of and this waiter is the head, or the head left without the lock: attempt now. */
     void onNotification() {
         synchronized (this) {
-            if (done) {
-                return;
+            switch (state) {
+                case ATTEMPTING -> {
+                    state = State.ATTEMPTING_NOTIFIED;
+                    return;
+                }
+                case HEAD, IN_LINE, JOINING -> {
+                    state = State.ATTEMPTING;
+                    disposeTimer();
+                }
+                default -> {
+                    return;
+                }
             }
-            ready = true;
-            if (inFlight) {
-                notified = true;
-                return;
-            }
-            beginAttempt();
         }
         attempt();
     }
 
+    /** The head ahead of this waiter took the lock: this one is the head now, and waits for that holder. */
+    void onBecameHead() {
+        synchronized (this) {
+            if (state != State.IN_LINE && state != State.JOINING) {
+                return;
+            }
+            becomeHead();
+        }
+    }
+
+    /** Without notifications the timer alone bounds the wait; every waiter keeps one. */
     void onWatchFailed(Throwable error) {
-        // Without notifications the timer alone bounds the wait.
         log.debug("Cannot watch releases of lock '{}', waiting on timers only: {}", name, error.toString());
         synchronized (this) {
-            if (done || ready) {
-                return;
+            if (state == State.JOINING || state == State.IN_LINE) {
+                becomeHead();
             }
-            ready = true;
-            if (inFlight) {
-                return;
-            }
-            beginAttempt();
         }
-        attempt();
     }
 
     private void onTimer() {
         synchronized (this) {
-            if (done || inFlight) {
+            if (state != State.HEAD) {
                 return;
             }
-            beginAttempt();
+            state = State.ATTEMPTING;
+            timer = null;
         }
         attempt();
     }
 
     // Guarded by this.
-    private void beginAttempt() {
-        inFlight = true;
-        notified = false;
+    private void becomeHead() {
+        state = State.HEAD;
+        disposeTimer();
+        timer = runtime.scheduler().schedule(this::onTimer, delayAfterBusy(lastHolderTtlMillis), TimeUnit.MILLISECONDS);
+    }
+
+    // Guarded by this.
+    private void disposeTimer() {
         if (timer != null) {
             timer.dispose();
             timer = null;
@@ -202,15 +229,15 @@ final class AcquireWaiter {
         // Not a lambda subscriber: disposed as a result arrives, a lambda subscriber drops the result
         // (onNextDropped) and with it a lease that nobody would release. This one delivers it, and onResult
         // releases the lease of a waiter that is done.
-        Disposable d = client.attempt(name, leaseNanos).subscribeWith(new BaseSubscriber<LeasingLockClient.AttemptResult>() {
+        Disposable d = attempts.run(name, leaseNanos).subscribeWith(new BaseSubscriber<AcquireAttempt.Result>() {
             @Override
-            protected void hookOnNext(LeasingLockClient.AttemptResult result) {
+            protected void hookOnNext(AcquireAttempt.Result result) {
                 AcquireWaiter.this.onResult(result);
             }
 
             @Override
             protected void hookOnError(Throwable error) {
-                AcquireWaiter.this.onError(error); // not BaseSubscriber's own onError
+                end(null, error);
             }
 
             @Override
@@ -221,7 +248,7 @@ final class AcquireWaiter {
         });
         boolean cancelNow;
         synchronized (this) {
-            cancelNow = done && inFlight;
+            cancelNow = state == State.DONE;
             if (!cancelNow) {
                 attempt = d;
             }
@@ -231,124 +258,99 @@ final class AcquireWaiter {
         }
     }
 
-    private void onResult(LeasingLockClient.AttemptResult result) {
+    private void onResult(AcquireAttempt.Result result) {
         HeldLease lease = result.lease();
+        boolean join = false;
         boolean again = false;
-        boolean startWatching = false;
-        boolean cancelled = false;
-        WaitQueue w = null;
         synchronized (this) {
-            inFlight = false;
+            attempt = null;
             lastHolderTtlMillis = result.holderTtlMillis();
-            if (done) {
-                cancelled = true;
-            } else if (lease != null) {
-                done = true;
-                w = queue;
-                Disposable d = deadline;
-                if (d != null) {
-                    d.dispose();
+            if (state == State.DONE) {
+                if (lease != null) {
+                    // The waiter ended as the lease arrived: nobody will use it.
+                    lease.releaseQuietly().subscribe();
                 }
-            } else if (!watching) {
-                // Busy for the first time: the next attempt follows the confirmation of listening.
-                watching = true;
-                startWatching = true;
-                if (deadline == null) {
-                    long left = maxWait.toNanos() - (client.now() - startedAt);
-                    deadline = client.scheduler().schedule(this::onDeadline, Math.max(0, left), TimeUnit.NANOSECONDS);
-                }
-            } else if (notified) {
-                beginAttempt();
-                again = true;
-            } else if (ready) {
-                long delayMillis = delayAfterBusy(result.holderTtlMillis());
-                timer = client.scheduler().schedule(this::onTimer, delayMillis, TimeUnit.MILLISECONDS);
-            }
-            // else: busy while listening is not yet confirmed; the confirmation triggers the next attempt.
-        }
-        if (lease != null) {
-            if (cancelled) {
-                // The waiter was cancelled as the lease arrived: nobody will use it.
-                lease.releaseQuietly().subscribe();
                 return;
             }
-            client.unregister(this);
-            if (w != null) {
-                w.leave(this, false);
+            if (lease == null) {
+                switch (state) {
+                    case FIRST_ATTEMPT -> {
+                        // Busy for the first time: the next attempt follows the confirmation of listening.
+                        state = State.JOINING;
+                        join = true;
+                        if (deadline == null) {
+                            long left = maxWait.toNanos() - (runtime.now() - startedAt);
+                            deadline = runtime.scheduler().schedule(this::onDeadline, Math.max(0, left), TimeUnit.NANOSECONDS);
+                        }
+                    }
+                    case ATTEMPTING_NOTIFIED -> {
+                        state = State.ATTEMPTING;
+                        again = true;
+                    }
+                    default -> becomeHead();
+                }
             }
-            sink.success(lease);
-        } else if (startWatching) {
-            watch();
+        }
+        if (lease != null) {
+            end(lease, null);
+        } else if (join) {
+            join();
         } else if (again) {
             attempt();
         }
     }
 
-    private void onError(Throwable error) {
-        fail(error);
-    }
-
     private void onDeadline() {
-        fail(LockAcquireTimeoutException.of(name, maxWait));
+        end(null, LockAcquireTimeoutException.of(name, maxWait));
     }
 
-    /** Ends the wait with an error (the lock service failed, the wait ran out, the client closed). */
+    /** Ends the wait with an error (the lock service failed, the client closed). */
     void fail(Throwable error) {
-        WaitQueue w;
-        Disposable t;
-        Disposable d;
-        Disposable a;
-        synchronized (this) {
-            if (done) {
-                return;
-            }
-            done = true;
-            w = queue;
-            t = timer;
-            d = deadline;
-            a = inFlight ? attempt : null; // cancelling an attempt in flight undoes what it takes
-        }
-        dispose(t, d, a);
-        client.unregister(this);
-        if (w != null) {
-            w.leave(this, true);
-        }
-        sink.error(error);
+        end(null, error);
     }
 
-    private void cancel() {
+    /**
+     * The one way out: with a lease, with an error, or (both {@code null}) cancelled by the subscriber.
+     * Cancelling an attempt in flight undoes what it takes; leaving the queue without the lock passes the turn.
+     */
+    private void end(@Nullable HeldLease lease, @Nullable Throwable error) {
         WaitQueue w;
-        Disposable t;
-        Disposable d;
         Disposable a;
         synchronized (this) {
-            if (done) {
+            if (state == State.DONE) {
+                if (lease != null) {
+                    lease.releaseQuietly().subscribe();
+                }
                 return;
             }
-            done = true;
+            state = State.DONE;
             w = queue;
-            t = timer;
-            d = deadline;
-            a = inFlight ? attempt : null;
-        }
-        dispose(t, d, a);
-        client.unregister(this);
-        if (w != null) {
-            w.leave(this, true);
-        }
-    }
-
-    private static void dispose(@Nullable Disposable... disposables) {
-        for (Disposable d : disposables) {
-            if (d != null) {
-                d.dispose();
+            a = attempt;
+            attempt = null;
+            disposeTimer();
+            if (deadline != null) {
+                deadline.dispose();
+                deadline = null;
             }
+        }
+        if (a != null) {
+            a.dispose();
+        }
+        waiters.unregister(this);
+        if (w != null) {
+            w.leave(this, lease != null);
+        }
+        if (lease != null) {
+            sink.success(lease);
+        } else if (error != null) {
+            sink.error(error);
         }
     }
 
     private long delayAfterBusy(long holderTtlMillis) {
         // A little after the holder's lease would run out; jitter spreads the waiters that wake together.
-        // PTTL: 0 or more is the holder's time left; -1 means the key has no expiry (not ours), so poll slowly.
+        // PTTL: 0 or more is the holder's time left; -1 means unknown (or a key without expiry): a third of
+        // this waiter's lease time.
         long bound = holderTtlMillis >= 0 ? holderTtlMillis : Math.max(1, TimeUnit.NANOSECONDS.toMillis(leaseNanos) / 3);
         long jitter = ThreadLocalRandom.current().nextLong(1, Math.max(2, Math.min(bound / 10, 50) + 1));
         return bound + jitter;

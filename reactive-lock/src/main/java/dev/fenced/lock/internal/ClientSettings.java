@@ -20,6 +20,7 @@ import reactor.core.scheduler.Schedulers;
  * @param ownsScheduler whether the client disposes the scheduler on close
  * @param observer receives metrics and tracing events
  * @param tokenScheme how the store mints tokens
+ * @param maxWaitersPerLock how many acquires may wait for one lock at once
  */
 public record ClientSettings(
         String keyPrefix,
@@ -30,7 +31,8 @@ public record ClientSettings(
         Scheduler scheduler,
         boolean ownsScheduler,
         LockObserver observer,
-        TokenScheme tokenScheme) {
+        TokenScheme tokenScheme,
+        int maxWaitersPerLock) {
 
     /** The default key prefix. */
     public static final String DEFAULT_KEY_PREFIX = "fenced:";
@@ -49,6 +51,9 @@ public record ClientSettings(
         Objects.requireNonNull(scheduler, "scheduler");
         Objects.requireNonNull(observer, "observer");
         Objects.requireNonNull(tokenScheme, "tokenScheme");
+        if (maxWaitersPerLock < 1) {
+            throw new IllegalArgumentException("maxWaitersPerLock must be at least 1, was " + maxWaitersPerLock);
+        }
         if (renewalPeriod.compareTo(leaseTime) >= 0) {
             throw new IllegalStateException("renewalPeriod (" + renewalPeriod + ") must be shorter than leaseTime (" + leaseTime + ")");
         }
@@ -118,7 +123,7 @@ public record ClientSettings(
         Scheduler s = scheduler != null ? scheduler : Schedulers.newSingle("fenced-renewal", true);
         try {
             return new ClientSettings(keyPrefix, leaseTime, renewal, maxWait, timeout, s, owns, LockObserver.NONE,
-                    TokenScheme.SERVER_TIME);
+                    TokenScheme.SERVER_TIME, Integer.MAX_VALUE);
         } catch (RuntimeException e) {
             if (owns) {
                 s.dispose();
@@ -135,7 +140,7 @@ public record ClientSettings(
      */
     public ClientSettings withObserver(LockObserver newObserver) {
         return new ClientSettings(keyPrefix, leaseTime, renewalPeriod, maxWait, commandTimeout, scheduler, ownsScheduler,
-                newObserver, tokenScheme);
+                newObserver, tokenScheme, maxWaitersPerLock);
     }
 
     /**
@@ -146,7 +151,28 @@ public record ClientSettings(
      */
     public ClientSettings withTokenScheme(TokenScheme scheme) {
         return new ClientSettings(keyPrefix, leaseTime, renewalPeriod, maxWait, commandTimeout, scheduler, ownsScheduler,
-                observer, scheme);
+                observer, scheme, maxWaitersPerLock);
+    }
+
+    /**
+     * The same settings with another bound on waiting acquires.
+     *
+     * @param max how many acquires may wait for one lock at once, at least 1
+     * @return new settings
+     */
+    public ClientSettings withMaxWaitersPerLock(int max) {
+        return new ClientSettings(keyPrefix, leaseTime, renewalPeriod, maxWait, commandTimeout, scheduler, ownsScheduler,
+                observer, tokenScheme, max);
+    }
+
+    /**
+     * Whether the scheduler is Reactor's {@code VirtualTimeScheduler}, whose virtual time is then the clock of
+     * deadlines.
+     *
+     * @return whether time is virtual
+     */
+    public boolean virtualTime() {
+        return scheduler.getClass().getName().equals("reactor.test.scheduler.VirtualTimeScheduler");
     }
 
     /**

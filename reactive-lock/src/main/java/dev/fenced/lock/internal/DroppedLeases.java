@@ -39,7 +39,7 @@ public final class DroppedLeases {
     public static void installGlobalHook() {
         if (INSTALLED.compareAndSet(false, true)) {
             Hooks.onNextDropped(dropped -> {
-                if (dropped instanceof HeldLease || dropped instanceof LeasingLockClient.AttemptResult) {
+                if (dropped instanceof HeldLease || dropped instanceof AcquireAttempt.Result) {
                     release(dropped);
                 }
             });
@@ -67,7 +67,7 @@ public final class DroppedLeases {
 
     private static void release(Object dropped) {
         HeldLease lease = dropped instanceof HeldLease held ? held
-                : dropped instanceof LeasingLockClient.AttemptResult result ? result.lease() : null;
+                : dropped instanceof AcquireAttempt.Result result ? result.lease() : null;
         if (lease != null) {
             log.debug("A lease was dropped as its subscriber cancelled: releasing {}", lease);
             lease.releaseQuietly().subscribe();

@@ -25,7 +25,9 @@ final class HeldLease implements FencedLease {
 
     enum State { HELD, RELEASING, RELEASED, LOST }
 
-    private final LeasingLockClient client;
+    private final LeaseRuntime runtime;
+    private final Renewer renewer;
+    private final LeaseRegistry registry;
     private final String name;
     private final String owner;
     private final long token;
@@ -47,9 +49,11 @@ final class HeldLease implements FencedLease {
     long dueAt;
     int heapSlot = -1;
 
-    HeldLease(LeasingLockClient client, String name, String owner, long token, long leaseNanos, long renewEveryNanos,
-            long deadline, long renewAt) {
-        this.client = client;
+    HeldLease(LeaseRuntime runtime, Renewer renewer, LeaseRegistry registry, String name, String owner, long token,
+            long leaseNanos, long renewEveryNanos, long deadline, long renewAt) {
+        this.runtime = runtime;
+        this.renewer = renewer;
+        this.registry = registry;
         this.name = name;
         this.owner = owner;
         this.token = token;
@@ -71,7 +75,7 @@ final class HeldLease implements FencedLease {
 
     @Override
     public String lockId() {
-        return client.lockId(name);
+        return runtime.keys().lockKey(name);
     }
 
     @Override
@@ -89,13 +93,13 @@ final class HeldLease implements FencedLease {
         if (state.get() != State.HELD) {
             return Duration.ZERO;
         }
-        long left = deadline - client.now();
+        long left = deadline - runtime.now();
         return left > 0 ? Duration.ofNanos(left) : Duration.ZERO;
     }
 
     @Override
     public boolean isHeld() {
-        return state.get() == State.HELD && deadline - client.now() > 0;
+        return state.get() == State.HELD && deadline - runtime.now() > 0;
     }
 
     @Override
@@ -131,10 +135,11 @@ final class HeldLease implements FencedLease {
             s = state.get();
         }
         if (s == State.HELD || s == State.RELEASING) {
-            client.renewer().forget(this);
-            return client.store().release(name, owner, token).map(deleted -> {
+            renewer.forget(this);
+            return releaseInStore().map(deleted -> {
                 if (deleted) {
                     state.set(State.RELEASED);
+                    registry.settled(this);
                     lost.tryEmitEmpty();
                     return ReleaseOutcome.RELEASED;
                 }
@@ -148,7 +153,7 @@ final class HeldLease implements FencedLease {
         LeaseLostException cause = loss;
         if (cause != null && cause.reason() == LossReason.EXPIRED) {
             // Lost by our clock only: the key may still be ours in Redis; free it for the next holder.
-            return client.store().release(name, owner, token)
+            return releaseInStore()
                     .onErrorResume(e -> Mono.just(false))
                     .thenReturn(ReleaseOutcome.NOT_HELD);
         }
@@ -157,17 +162,17 @@ final class HeldLease implements FencedLease {
 
     @Override
     public void reportRejectedWrite(StaleFencingTokenException rejection) {
-        client.observer().writeRejected(name);
+        runtime.observer().writeRejected(name);
         boolean newerHolder = rejection.storedToken() > token
                 || (rejection.storedToken() == token && !owner.equals(rejection.storedOwner()));
         if (!newerHolder) {
             return; // rejected by a strict rule for writing twice: nobody else holds the lock
         }
-        client.raiseFloor(name, rejection.storedToken());
+        runtime.floors().raise(name, rejection.storedToken());
         if (markLost(LossReason.SUPERSEDED, State.HELD, rejection)) {
             // Our key may still be in Redis (a lock service that lost data re-issued our token): free it now
             // rather than make the next holder wait out the lease.
-            client.store().release(name, owner, token).subscribe(null,
+            releaseInStore().subscribe(null,
                     e -> log.debug("Could not free superseded lock '{}': {}", name, e.toString()));
         }
     }
@@ -177,9 +182,9 @@ final class HeldLease implements FencedLease {
      * lost ({@link LossReason#EXPIRED}) at its deadline, so that {@link #lost()} does not stay silent.
      */
     private void expireIfStillReleasingAtDeadline() {
-        long delay = Math.max(0, deadline - client.now());
+        long delay = Math.max(0, deadline - runtime.now());
         try {
-            client.scheduler().schedule(() -> markLost(LossReason.EXPIRED, State.RELEASING, null), delay, TimeUnit.NANOSECONDS);
+            runtime.scheduler().schedule(() -> markLost(LossReason.EXPIRED, State.RELEASING, null), delay, TimeUnit.NANOSECONDS);
         } catch (java.util.concurrent.RejectedExecutionException e) {
             markLost(LossReason.EXPIRED, State.RELEASING, null); // the client is closing
         }
@@ -208,8 +213,9 @@ final class HeldLease implements FencedLease {
         LeaseLostException e = cause == null ? LeaseLostException.of(name, token, reason)
                 : LeaseLostException.of(name, token, reason, cause);
         loss = e;
-        client.renewer().forget(this);
-        client.observer().leaseLost(name, reason);
+        renewer.forget(this);
+        registry.settled(this);
+        runtime.observer().leaseLost(name, reason);
         log.debug("{}", e.getMessage());
         lost.tryEmitValue(e);
         return true;
@@ -220,7 +226,15 @@ final class HeldLease implements FencedLease {
         if (!markLost(LossReason.CLIENT_CLOSED)) {
             return Mono.empty();
         }
-        return client.store().release(name, owner, token).onErrorResume(e -> Mono.just(false)).then();
+        return releaseInStore().onErrorResume(e -> Mono.just(false)).then();
+    }
+
+    /**
+     * On close, once the releases in flight have ended: a lease whose release failed, and that would have
+     * been lost at its deadline by a timer of the stopping scheduler, is lost now.
+     */
+    void settleOnClose() {
+        markLost(LossReason.CLIENT_CLOSED, State.RELEASING, null);
     }
 
     /** Stops renewing this lease, as a holder frozen by a long pause would (for the test kit). */
@@ -232,8 +246,13 @@ final class HeldLease implements FencedLease {
         return frozen;
     }
 
-    LeasingLockClient client() {
-        return client;
+    LeaseRuntime runtime() {
+        return runtime;
+    }
+
+    /** The owner-checked release of this lease's lock, counted as in flight so that close lets it finish. */
+    private Mono<Boolean> releaseInStore() {
+        return runtime.inFlight().track(runtime.store().release(name, owner, token));
     }
 
     boolean isActive() {

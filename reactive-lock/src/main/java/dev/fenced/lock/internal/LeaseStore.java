@@ -71,6 +71,18 @@ public interface LeaseStore {
     Flux<String> serverChanges();
 
     /**
+     * Whether a failed command certainly never reached the server (refused while disconnected, no connection
+     * could be opened, the store was closed), so that it changed nothing there: an acquire that failed so needs
+     * no undo. A timeout or a reset may come after the command ran.
+     *
+     * @param error the failure of a command of this store
+     * @return whether the command never left
+     */
+    default boolean neverSent(Throwable error) {
+        return false;
+    }
+
+    /**
      * Whether the calling thread is one of the store's I/O threads, where nothing may block.
      *
      * @return whether it is

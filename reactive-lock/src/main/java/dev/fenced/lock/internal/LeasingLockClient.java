@@ -15,7 +15,9 @@ import java.util.Map;
 import java.util.Objects;
 import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.ExecutionException;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.TimeoutException;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicReference;
@@ -39,38 +41,41 @@ public final class LeasingLockClient implements FencedLockClient {
 
     private static final Logger log = Loggers.getLogger(LeasingLockClient.class);
     private static final Duration CLOSE_WAIT = Duration.ofSeconds(10);
-    private static final Duration UNDO_FIRST_BACKOFF = Duration.ofMillis(20);
-    private static final Duration UNDO_MAX_BACKOFF = Duration.ofSeconds(1);
 
-    private final LeaseStore store;
-    private final ClientSettings settings;
-    private final Scheduler scheduler;
+    private final LeaseRuntime runtime;
     private final Renewer renewer;
-    private final boolean virtualTime;
-    private final OwnerIds ownerIds = new OwnerIds();
-    private final KeyLayout keys;
-    private final Map<String, Long> floors = new ConcurrentHashMap<>();
-    private final Map<String, WaitQueue> waitQueues = new ConcurrentHashMap<>();
+    private final LeaseRegistry registry = new LeaseRegistry();
+    private final Waiters waiters;
+    private final Undos undos;
+    private final AcquireAttempt attempts;
     private final AtomicBoolean closed = new AtomicBoolean();
-    private final Set<AcquireWaiter> waiters = ConcurrentHashMap.newKeySet();
     private final Mono<Void> closeResult;
     private final Disposable serverChanges;
 
     private LeasingLockClient(LeaseStore store, ClientSettings settings) {
-        this.store = store;
-        this.settings = settings;
-        this.keys = new KeyLayout(settings.keyPrefix());
-        this.scheduler = settings.scheduler();
-        this.renewer = new Renewer(this, scheduler);
-        this.virtualTime = scheduler.getClass().getName().equals("reactor.test.scheduler.VirtualTimeScheduler");
+        this.runtime = LeaseRuntime.of(settings, store);
+        this.renewer = new Renewer(runtime);
+        this.waiters = new Waiters(store);
+        this.undos = new Undos(runtime);
+        this.attempts = new AcquireAttempt(runtime, undos, this::grant, closed::get);
         this.closeResult = Mono.defer(this::doClose).cache();
         settings.observer().heldLeases(renewer::count);
         this.serverChanges = store.serverChanges().subscribe(change -> loseAll(LossReason.SERVER_CHANGED));
     }
 
+    /** A grant becomes a held lease, renewed from now on. */
+    private HeldLease grant(String name, String owner, long token, long leaseNanos, long sentAt) {
+        long renewEvery = runtime.settings().renewEveryNanos(leaseNanos);
+        HeldLease lease = new HeldLease(runtime, renewer, registry, name, owner, token, leaseNanos, renewEvery,
+                sentAt + leaseNanos - ClientSettings.driftNanos(leaseNanos), sentAt + renewEvery);
+        registry.add(lease);
+        renewer.track(lease);
+        return lease;
+    }
+
     /** Every held lease is lost at once: the server that held them changed. */
     private void loseAll(LossReason reason) {
-        for (HeldLease lease : renewer.held()) {
+        for (HeldLease lease : registry.snapshot()) {
             lease.markLost(reason);
         }
     }
@@ -105,6 +110,7 @@ public final class LeasingLockClient implements FencedLockClient {
         if (options == null) {
             return Mono.error(new NullPointerException("options must not be null"));
         }
+        ClientSettings settings = runtime.settings();
         Duration leaseTime = options.leaseTime() != null ? options.leaseTime() : settings.leaseTime();
         Duration maxWait = options.maxWait() != null ? options.maxWait() : settings.maxWait();
         String leaseProblem = settings.problemWithLeaseTime(leaseTime);
@@ -121,15 +127,16 @@ public final class LeasingLockClient implements FencedLockClient {
                 return reuse(enclosing);
             }
             Mono<FencedLease> acquire = maxWait.isZero()
-                    ? attempt(name, leaseNanos).mapNotNull(AttemptResult::lease)
-                    : AcquireWaiter.waitFor(this, name, leaseNanos, maxWait).cast(FencedLease.class);
+                    ? attempts.run(name, leaseNanos).mapNotNull(AcquireAttempt.Result::lease)
+                    : AcquireWaiter.waitFor(runtime, waiters, attempts, name, leaseNanos, maxWait, settings.maxWaitersPerLock())
+                            .cast(FencedLease.class);
             return observed(name, acquire);
         }).doOnDiscard(HeldLease.class, lease -> lease.releaseQuietly().subscribe())
                 .contextWrite(DroppedLeases::releaseIn);
     }
 
     private Mono<FencedLease> observed(String name, Mono<FencedLease> acquire) {
-        LockObserver observer = settings.observer();
+        LockObserver observer = runtime.observer();
         if (observer == LockObserver.NONE) {
             return acquire;
         }
@@ -147,7 +154,7 @@ public final class LeasingLockClient implements FencedLockClient {
     /** A lease of another client (another prefix or Redis) on the same name is a different lock. */
     private boolean ownedByThisClient(FencedLease lease) {
         FencedLease root = lease instanceof NestedLease nested ? nested.outer() : lease;
-        return root instanceof HeldLease held && held.client() == this;
+        return root instanceof HeldLease held && held.runtime() == runtime;
     }
 
     private static Mono<FencedLease> reuse(FencedLease enclosing) {
@@ -207,85 +214,6 @@ public final class LeasingLockClient implements FencedLockClient {
     }
 
     /**
-     * One cancel-safe attempt. Lettuce cannot recall a command already on the wire, so a cancelled
-     * attempt is undone when its reply (or failure) arrives: an owner-checked release of what it took.
-     */
-    Mono<AttemptResult> attempt(String name, long leaseNanos) {
-        return Mono.<AttemptResult>create(sink -> {
-            String owner = ownerIds.next();
-            long floor = floors.getOrDefault(name, 0L);
-            long leaseMillis = TimeUnit.NANOSECONDS.toMillis(leaseNanos);
-            AtomicInteger state = new AtomicInteger(PENDING);
-            sink.onCancel(() -> state.compareAndSet(PENDING, CANCELLED));
-            long sentAt = now(); // deadlines count from before the command is sent
-            store.acquire(name, owner, leaseMillis, floor).subscribe(
-                    reply -> {
-                        if (!reply.acquired()) {
-                            if (state.compareAndSet(PENDING, DONE)) {
-                                sink.success(new AttemptResult(null, reply.holderTtlMillis()));
-                            }
-                            return;
-                        }
-                        if (!state.compareAndSet(PENDING, DONE)) {
-                            undo(name, owner, reply.token(), leaseMillis);
-                            return;
-                        }
-                        if (floor > 0) {
-                            floors.remove(name, floor);
-                        }
-                        long renewEvery = settings.renewEveryNanos(leaseNanos);
-                        HeldLease lease = new HeldLease(this, name, owner, reply.token(), leaseNanos, renewEvery,
-                                sentAt + leaseNanos - ClientSettings.driftNanos(leaseNanos), sentAt + renewEvery);
-                        renewer.track(lease);
-                        sink.success(new AttemptResult(lease, 0));
-                    },
-                    error -> {
-                        // The script may have run before the failure (a timeout, a reset): undo by owner.
-                        undo(name, owner, null, leaseMillis);
-                        if (state.compareAndSet(PENDING, DONE)) {
-                            sink.error(error);
-                        }
-                    });
-        }).doOnDiscard(AttemptResult.class, result -> {
-            HeldLease lease = result.lease();
-            if (lease != null) {
-                lease.releaseQuietly().subscribe();
-            }
-        });
-    }
-
-    /**
-     * Releases what an abandoned attempt may hold. While the lock service cannot be reached (the reset that
-     * lost the acquire's reply usually closed the connection too) the release is retried, with back-off, for
-     * as long as the lease could still hold the lock: otherwise one lost reply would block the name for a
-     * whole lease time. The release is owner-checked, so a late retry cannot free someone else's lease.
-     */
-    private void undo(String name, String owner, @Nullable Long token, long leaseMillis) {
-        Duration lease = Duration.ofMillis(leaseMillis);
-        store.release(name, owner, token)
-                .retryWhen(Retry.backoff(Long.MAX_VALUE, UNDO_FIRST_BACKOFF)
-                        .maxBackoff(lease.dividedBy(4).compareTo(UNDO_MAX_BACKOFF) < 0 ? lease.dividedBy(4) : UNDO_MAX_BACKOFF)
-                        .filter(e -> e instanceof LockServiceException && !closed.get())
-                        .scheduler(scheduler))
-                .timeout(lease, scheduler)
-                .subscribe(
-                        deleted -> log.debug("Undid abandoned acquire of lock '{}' by {}: {}", name, owner,
-                                deleted ? "released" : "nothing held"),
-                        error -> log.debug("Could not undo abandoned acquire of lock '{}' by {}; it expires with its lease: {}",
-                                name, owner, error.toString()));
-    }
-
-    /**
-     * The identity of a lock of this client: its key, which carries the key prefix.
-     *
-     * @param name the lock name
-     * @return the lock id
-     */
-    String lockId(String name) {
-        return keys.lockKey(name);
-    }
-
-    /**
      * Makes the next acquire of {@code name} take a token above {@code floor}: used when storage has seen
      * a token that the lock service no longer knows of.
      *
@@ -293,16 +221,8 @@ public final class LeasingLockClient implements FencedLockClient {
      * @param floor the token to exceed
      */
     public void raiseFloor(String name, long floor) {
-        if (floor > MAX_TOKEN) {
-            // Lua numbers are doubles: beyond 2^53 the script could not mint exact tokens.
-            log.warn("Ignoring token floor {} for lock '{}': tokens above 2^53 are not supported", floor, name);
-            return;
-        }
-        floors.merge(name, floor, Math::max);
+        runtime.floors().raise(name, floor);
     }
-
-    /** The largest token the scripts handle exactly (Lua numbers are doubles). */
-    static final long MAX_TOKEN = 1L << 53;
 
     @Override
     public Mono<Duration> ping() {
@@ -311,7 +231,7 @@ public final class LeasingLockClient implements FencedLockClient {
                 return Mono.error(LockClientClosedException.of(""));
             }
             long start = System.nanoTime();
-            return store.ping().then(Mono.fromCallable(() -> Duration.ofNanos(System.nanoTime() - start)));
+            return runtime.store().ping().then(Mono.fromCallable(() -> Duration.ofNanos(System.nanoTime() - start)));
         });
     }
 
@@ -327,83 +247,58 @@ public final class LeasingLockClient implements FencedLockClient {
 
     @Override
     public void close() {
-        if (Schedulers.isInNonBlockingThread() || store.onIoThread()) {
+        if (Schedulers.isInNonBlockingThread() || runtime.store().onIoThread()) {
             throw new IllegalStateException("close() blocks; on a non-blocking thread (" + Thread.currentThread().getName()
                     + ") subscribe to closeLater() instead");
         }
-        closeLater().block(CLOSE_WAIT);
+        try {
+            closeLater().toFuture().get(CLOSE_WAIT.toMillis(), TimeUnit.MILLISECONDS);
+        } catch (TimeoutException e) {
+            log.warn("Closing the lock client took more than {} s; it goes on in the background", CLOSE_WAIT.toSeconds());
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+        } catch (ExecutionException e) {
+            log.warn("Error while closing the lock client", e.getCause()); // closeLater() never errors
+        }
     }
 
+    /**
+     * Closes in order, each step bounded, so that close is prompt whatever the lock service does: no new
+     * acquire or wait; every held lease lost ({@code CLIENT_CLOSED}) and released; the store commands still in
+     * flight (releases, undos, acquires whose grants are released again) given up to the command timeout to
+     * finish; the connections closed; the scheduler, if the client owns it, disposed.
+     */
     private Mono<Void> doClose() {
         closed.set(true);
         serverChanges.dispose();
-        for (AcquireWaiter waiter : List.copyOf(waiters)) {
-            waiter.fail(LockClientClosedException.of(waiter.name()));
-        }
-        List<HeldLease> held = renewer.held();
-        return Flux.fromIterable(held)
+        waiters.close();
+        List<HeldLease> unsettled = registry.snapshot();
+        Duration bound = runtime.commandTimeout().plus(Duration.ofMillis(100));
+        ClientSettings settings = runtime.settings();
+        return Flux.fromIterable(unsettled)
                 .flatMap(HeldLease::closeAndRelease)
+                .then(runtime.inFlight().idle())
+                .timeout(bound, Schedulers.parallel())
+                .onErrorResume(e -> {
+                    log.warn("Lock commands still in flight after {} ms on close; closing anyway", bound.toMillis());
+                    return Mono.empty();
+                })
+                .then(Mono.fromRunnable(() -> registry.snapshot().forEach(HeldLease::settleOnClose)))
                 .then(Mono.fromRunnable(renewer::stop))
-                .then(store.close())
-                // Gracefully: the completion may run on an event loop, where a blocking dispose is not allowed.
-                .then(settings.ownsScheduler() ? scheduler.disposeGracefully() : Mono.empty())
+                .then(runtime.store().close().timeout(bound, Schedulers.parallel()).onErrorResume(e -> {
+                    log.warn("Closing the lock service connections did not finish within {} ms", bound.toMillis());
+                    return Mono.empty();
+                }))
+                .then(Mono.fromRunnable(() -> {
+                    if (settings.ownsScheduler()) {
+                        settings.scheduler().dispose();
+                    }
+                }))
                 .onErrorResume(e -> {
                     log.warn("Error while closing the lock client", e);
                     return Mono.empty();
                 })
                 .then();
-    }
-
-    /**
-     * The monotonic clock of deadlines: {@link System#nanoTime()}, except on a virtual-time scheduler, whose
-     * virtual time is the clock. (A real Reactor scheduler's {@code now()} is wall-clock time in
-     * milliseconds, which can jump.)
-     */
-    long now() {
-        return virtualTime ? scheduler.now(TimeUnit.NANOSECONDS) : System.nanoTime();
-    }
-
-    Duration commandTimeout() {
-        return settings.commandTimeout();
-    }
-
-    Scheduler scheduler() {
-        return scheduler;
-    }
-
-    LeaseStore store() {
-        return store;
-    }
-
-    LockObserver observer() {
-        return settings.observer();
-    }
-
-    /** Registers a waiter so that close can end it; false once the client is closed. */
-    boolean register(AcquireWaiter waiter) {
-        waiters.add(waiter);
-        if (closed.get()) {
-            waiters.remove(waiter);
-            return false;
-        }
-        return true;
-    }
-
-    void unregister(AcquireWaiter waiter) {
-        waiters.remove(waiter);
-    }
-
-    boolean hasWaiters(String name) {
-        WaitQueue queue = waitQueues.get(name);
-        return queue != null && queue.hasWaiters();
-    }
-
-    WaitQueue waitQueue(String name) {
-        return waitQueues.computeIfAbsent(name, n -> new WaitQueue(store, n, waitQueues));
-    }
-
-    Renewer renewer() {
-        return renewer;
     }
 
     /**
@@ -415,6 +310,20 @@ public final class LeasingLockClient implements FencedLockClient {
         return List.copyOf(renewer.held());
     }
 
+    /** What this client's lifecycle shares, for tests. */
+    LeaseRuntime runtime() {
+        return runtime;
+    }
+
+    /**
+     * The monotonic clock of this client's deadlines.
+     *
+     * @return nanoseconds
+     */
+    long now() {
+        return runtime.now();
+    }
+
     /**
      * Loses the lease this client holds on {@code name}, as if {@code reason} had happened (for the test
      * kit). Its loss is signalled on the calling thread.
@@ -424,7 +333,7 @@ public final class LeasingLockClient implements FencedLockClient {
      * @return whether a held lease was found and lost
      */
     public boolean forceLoss(String name, LossReason reason) {
-        HeldLease lease = heldLease(name);
+        HeldLease lease = registry.held(name);
         return lease != null && lease.markLost(reason);
     }
 
@@ -436,32 +345,10 @@ public final class LeasingLockClient implements FencedLockClient {
      * @return whether a held lease was found
      */
     public boolean freeze(String name) {
-        HeldLease lease = heldLease(name);
+        HeldLease lease = registry.held(name);
         if (lease != null) {
             lease.freeze();
         }
         return lease != null;
-    }
-
-    private @Nullable HeldLease heldLease(String name) {
-        for (HeldLease lease : renewer.held()) {
-            if (lease.name().equals(name) && lease.isActive()) {
-                return lease;
-            }
-        }
-        return null;
-    }
-
-    private static final int PENDING = 0;
-    private static final int DONE = 1;
-    private static final int CANCELLED = 2;
-
-    /**
-     * The result of one attempt: a lease, or the holder's remaining time.
-     *
-     * @param lease the lease, or {@code null} when the lock is held by someone else
-     * @param holderTtlMillis the holder's remaining time (negative if unknown)
-     */
-    record AttemptResult(@Nullable HeldLease lease, long holderTtlMillis) {
     }
 }

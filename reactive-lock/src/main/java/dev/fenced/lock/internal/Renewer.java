@@ -64,8 +64,9 @@ final class Renewer {
     /** Tracks and forgets between two drains of the inbox, at most (give or take a few in flight). */
     static final int HOUSEKEEPING_BATCH = 1024;
 
-    private final LeasingLockClient client;
+    private final LeaseRuntime runtime;
     private final Scheduler.Worker worker;
+    private volatile boolean stopped;
     private final Set<HeldLease> leases = ConcurrentHashMap.newKeySet();
     private final Queue<HeldLease> inbox = new ConcurrentLinkedQueue<>();
     private final AtomicInteger changesSinceDrain = new AtomicInteger();
@@ -77,8 +78,13 @@ final class Renewer {
     private long timerAt;
     private long widestWindowNanos;
 
-    Renewer(LeasingLockClient client, Scheduler scheduler) {
-        this.client = client;
+    Renewer(LeaseRuntime runtime) {
+        this(runtime, runtime.scheduler());
+    }
+
+    /** A renewer on a scheduler of its own (tests wrap the client's scheduler to watch the worker). */
+    Renewer(LeaseRuntime runtime, Scheduler scheduler) {
+        this.runtime = runtime;
         this.worker = scheduler.createWorker();
     }
 
@@ -110,7 +116,23 @@ final class Renewer {
     }
 
     void stop() {
+        stopped = true;
         worker.dispose();
+    }
+
+    /**
+     * The scheduler refused work while the client is open (an injected scheduler disposed under it): nothing
+     * can renew the leases any more, so each is lost now, loudly, rather than silently at its deadline.
+     */
+    private void schedulerRejected(RejectedExecutionException e) {
+        if (stopped) {
+            log.debug("Renewer stopped; dropped a task");
+            return;
+        }
+        log.warn("The renewal scheduler rejected work ({}): every held lease is lost, since none can be renewed", e.toString());
+        for (HeldLease lease : leases) {
+            lease.markLost(LossReason.EXPIRED);
+        }
     }
 
     private void changed() {
@@ -123,7 +145,7 @@ final class Renewer {
         try {
             worker.schedule(task);
         } catch (RejectedExecutionException e) {
-            log.debug("Renewer stopped; dropped a task");
+            schedulerRejected(e);
         }
     }
 
@@ -131,7 +153,7 @@ final class Renewer {
         timer = null;
         armedAt = UNARMED;
         drain();
-        long now = client.now();
+        long now = runtime.now();
         List<HeldLease> candidates = heap.dueBy(now + widestWindowNanos);
         List<HeldLease> due = new ArrayList<>();
         for (HeldLease lease : candidates) {
@@ -162,7 +184,7 @@ final class Renewer {
             heap.update(lease, dueAt(lease));
             requests.add(new LeaseStore.RenewRequest(lease.name(), lease.ownerId(), lease.token(), lease.leaseMillis()));
         }
-        client.store().renew(requests).subscribe(
+        runtime.store().renew(requests).subscribe(
                 held -> run(() -> renewed(due, held, sentAt)),
                 error -> run(() -> failed(due, error)));
     }
@@ -177,7 +199,7 @@ final class Renewer {
                 heap.remove(lease);
                 if (stillHeld && lease.loss() != null) {
                     // Lost by our clock while the renewal was in flight, yet Redis extended it: free it.
-                    client.store().release(lease.name(), lease.ownerId(), lease.token()).subscribe(null, e -> { });
+                    runtime.inFlight().track(runtime.store().release(lease.name(), lease.ownerId(), lease.token())).subscribe(null, e -> { });
                 }
                 continue;
             }
@@ -193,14 +215,14 @@ final class Renewer {
             }
         }
         if (extended > 0) {
-            client.observer().leasesRenewed(extended);
+            runtime.observer().leasesRenewed(extended);
         }
         rearm();
     }
 
     private void failed(List<HeldLease> due, Throwable error) {
-        client.observer().renewalFailed(due.size());
-        long now = client.now();
+        runtime.observer().renewalFailed(due.size());
+        long now = runtime.now();
         int firstFailures = 0;
         for (HeldLease lease : due) {
             if (!lease.retrying) {
@@ -248,10 +270,11 @@ final class Renewer {
                 current.dispose();
             }
             try {
-                timer = worker.schedule(this::tick, Math.max(0, next - client.now()), TimeUnit.NANOSECONDS);
+                timer = worker.schedule(this::tick, Math.max(0, next - runtime.now()), TimeUnit.NANOSECONDS);
             } catch (RejectedExecutionException e) {
                 timer = null;
-                return; // stopped
+                schedulerRejected(e);
+                return;
             }
             timerAt = next;
         }

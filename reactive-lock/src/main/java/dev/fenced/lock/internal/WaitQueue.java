@@ -1,18 +1,21 @@
 package dev.fenced.lock.internal;
 
-import java.util.ArrayDeque;
 import java.util.ArrayList;
+import java.util.Iterator;
+import java.util.LinkedHashSet;
 import java.util.List;
 import java.util.Map;
 import org.jspecify.annotations.Nullable;
 import reactor.core.Disposable;
 
 /**
- * The waiters of one lock name in one client. The queue, not each waiter, listens for the lock's release
- * notifications, and a notification wakes only the oldest waiter: waking them all would send one attempt
- * per waiter for every release (a thundering herd) when only one can win. A waiter that leaves without the
- * lock passes the wake-up on to the next. The queue stops listening, and removes itself, when its last
- * waiter leaves.
+ * The waiters of one lock name in one client, in arrival order. The queue, not each waiter, listens for the
+ * lock's release notifications, and only its head is active: a notification wakes the head alone (waking
+ * all would send one attempt per waiter for every release, a thundering herd, when only one can win), and
+ * only the head keeps a timer bounded by the holder's lease (pub/sub is at-most-once). The others wait for
+ * their turn and cost nothing. When the head leaves with the lock, the next waiter becomes head and waits
+ * for that holder in turn; when it leaves without the lock, the next is woken in its place, so that no
+ * wake-up is lost. Leaving is O(1). The queue stops listening, and removes itself, with its last waiter.
  *
  * <p>State is guarded by the queue's monitor; waiters are called outside it.
  */
@@ -21,7 +24,7 @@ final class WaitQueue {
     private final LeaseStore store;
     private final String name;
     private final Map<String, WaitQueue> registry;
-    private final ArrayDeque<AcquireWaiter> waiters = new ArrayDeque<>();
+    private final LinkedHashSet<AcquireWaiter> waiters = new LinkedHashSet<>();
     private boolean subscribed;
     private boolean confirmed;
     private boolean removed;
@@ -34,21 +37,21 @@ final class WaitQueue {
     }
 
     /**
-     * Adds a waiter, which is told {@link AcquireWaiter#onReady()} once listening is confirmed (at once if
-     * it already is).
+     * Adds a waiter at the end of the line. Once listening is confirmed (at once if it already is), the waiter
+     * is told {@link AcquireWaiter#onListening(boolean)}, with whether it is the head.
      *
      * @return false if this queue was removed meanwhile; join a fresh one
      */
     boolean join(AcquireWaiter waiter) {
         boolean readyNow;
-        boolean behindOthers;
+        boolean head;
         boolean subscribeNow;
         synchronized (this) {
             if (removed) {
                 return false;
             }
-            behindOthers = !waiters.isEmpty();
-            waiters.addLast(waiter);
+            head = waiters.isEmpty();
+            waiters.add(waiter);
             readyNow = confirmed;
             subscribeNow = !subscribed;
             subscribed = true;
@@ -67,12 +70,7 @@ final class WaitQueue {
             }
         }
         if (readyNow) {
-            if (behindOthers) {
-                // A release we may have missed woke a waiter ahead of us: no need to check again now.
-                waiter.onReadyBehindOthers();
-            } else {
-                waiter.onReady();
-            }
+            waiter.onListening(head);
         }
         return true;
     }
@@ -81,49 +79,66 @@ final class WaitQueue {
         return !waiters.isEmpty();
     }
 
+    synchronized int size() {
+        return waiters.size();
+    }
+
     /**
      * Removes a waiter.
      *
      * @param waiter the waiter
-     * @param wakeNext whether the next waiter should make an attempt in its place (the leaving waiter did
-     *     not take the lock, so a wake-up it may have received must not be lost)
+     * @param withLock whether it leaves holding the lock: the next waiter then waits for it; otherwise the next
+     *     is woken in its place, since a wake-up it received must not be lost
      */
-    void leave(AcquireWaiter waiter, boolean wakeNext) {
+    void leave(AcquireWaiter waiter, boolean withLock) {
         AcquireWaiter next = null;
         Disposable toDispose = null;
         synchronized (this) {
-            waiters.remove(waiter);
+            boolean wasHead = head() == waiter;
+            if (!waiters.remove(waiter)) {
+                return;
+            }
             if (waiters.isEmpty()) {
                 removed = true;
                 toDispose = subscription;
                 registry.remove(name, this);
-            } else if (wakeNext) {
-                next = waiters.peekFirst();
+            } else if (wasHead && confirmed) {
+                next = head();
             }
         }
         if (toDispose != null) {
             toDispose.dispose();
         }
         if (next != null) {
-            next.onNotification();
+            if (withLock) {
+                next.onBecameHead();
+            } else {
+                next.onNotification();
+            }
         }
     }
 
+    // Guarded by this.
+    private @Nullable AcquireWaiter head() {
+        Iterator<AcquireWaiter> it = waiters.iterator();
+        return it.hasNext() ? it.next() : null;
+    }
+
     private void onSignal() {
-        List<AcquireWaiter> nowReady = null;
-        AcquireWaiter head = null;
+        List<AcquireWaiter> nowListening = null;
+        AcquireWaiter head;
         synchronized (this) {
+            head = head();
             if (!confirmed) {
                 confirmed = true;
-                nowReady = new ArrayList<>(waiters);
-            } else {
-                head = waiters.peekFirst();
+                nowListening = new ArrayList<>(waiters);
             }
         }
-        if (nowReady != null) {
-            nowReady.forEach(AcquireWaiter::onReady);
-        }
-        if (head != null) {
+        if (nowListening != null) {
+            for (AcquireWaiter w : nowListening) {
+                w.onListening(w == head);
+            }
+        } else if (head != null) {
             head.onNotification();
         }
     }

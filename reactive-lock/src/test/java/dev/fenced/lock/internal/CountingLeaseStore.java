@@ -63,6 +63,11 @@ class CountingLeaseStore implements LeaseStore {
     }
 
     @Override
+    public boolean neverSent(Throwable error) {
+        return delegate.neverSent(error);
+    }
+
+    @Override
     public Mono<Void> close() {
         return delegate.close();
     }

@@ -75,7 +75,7 @@ class RenewerTest {
         LeaseStore.AcquireReply reply = memory.acquire(name, owner, leaseTime.toMillis(), 0).block(Duration.ofSeconds(1));
         assertThat(reply).isNotNull();
         assertThat(reply.acquired()).isTrue();
-        HeldLease lease = new HeldLease(client, name, owner, reply.token(), leaseNanos, renewEvery,
+        HeldLease lease = new HeldLease(client.runtime(), renewer, new LeaseRegistry(), name, owner, reply.token(), leaseNanos, renewEvery,
                 sentAt + leaseNanos - ClientSettings.driftNanos(leaseNanos), sentAt + renewEvery);
         renewer.track(lease);
         return lease;
@@ -145,7 +145,7 @@ class RenewerTest {
     @Test
     void trackingALeaseDueAfterTheArmedTimerDoesNotWakeTheWorker() {
         WrappingScheduler scheduler = new WrappingScheduler(clock);
-        Renewer renewer = new Renewer(client, scheduler);
+        Renewer renewer = new Renewer(client.runtime(), scheduler);
         List<HeldLease> leases = new ArrayList<>();
         leases.add(track(renewer, "first", LEASE));
         assertThat(scheduler.wakeups).as("no timer was armed").hasValue(1);
@@ -171,7 +171,7 @@ class RenewerTest {
     @Test
     void aBurstOfTracksWakesTheWorkerOncePerHousekeepingBatch() {
         WrappingScheduler scheduler = new WrappingScheduler(clock);
-        Renewer renewer = new Renewer(client, scheduler);
+        Renewer renewer = new Renewer(client.runtime(), scheduler);
         List<HeldLease> leases = new ArrayList<>();
         for (int i = 0; i <= 2 * Renewer.HOUSEKEEPING_BATCH; i++) {
             leases.add(track(renewer, "burst-" + i, LEASE));
@@ -192,7 +192,7 @@ class RenewerTest {
     @Test
     void aLeaseTrackedWhileTheTimerIsReArmedIsRenewed() {
         WrappingScheduler scheduler = new WrappingScheduler(clock);
-        Renewer renewer = new Renewer(client, scheduler);
+        Renewer renewer = new Renewer(client.runtime(), scheduler);
         HeldLease first = track(renewer, "first", LEASE); // timer at 1 s
         store.neverAnswer("first"); // its renewal stays in flight until its deadline, 2.968 s
         AtomicReference<@Nullable HeldLease> second = new AtomicReference<>();
@@ -344,7 +344,8 @@ class RenewerTest {
         for (int step = 0; step < 3_000; step++) {
             int op = random.nextInt(10);
             if (op < 4 || model.isEmpty()) {
-                HeldLease lease = new HeldLease(client, "h" + step, "o", step, 3_000_000_000L, 1_000_000_000L, 0, 0);
+                HeldLease lease = new HeldLease(client.runtime(), new Renewer(client.runtime()), new LeaseRegistry(), "h" + step, "o",
+                        step, 3_000_000_000L, 1_000_000_000L, 0, 0);
                 all.add(lease);
                 heap.update(lease, origin + random.nextInt(100_000));
                 model.add(lease);

@@ -228,7 +228,8 @@ public final class InMemoryLeaseStore implements LeaseStore {
     private <T> Mono<T> command(String name, String operation, Callable<T> body) {
         return Mono.defer(() -> {
             if (unavailable) {
-                return Mono.error(LockServiceException.of(name, operation, "the in-memory store is unavailable (simulated)", null));
+                return Mono.error(LockServiceException.of(name, operation, "the in-memory store is unavailable (simulated)",
+                        new Unreachable()));
             }
             Mono<T> reply = Mono.fromCallable(body);
             Duration delay = replyDelay;
@@ -266,7 +267,23 @@ public final class InMemoryLeaseStore implements LeaseStore {
         return clock.now(TimeUnit.NANOSECONDS);
     }
 
+    @Override
+    public boolean neverSent(Throwable error) {
+        // A command refused while unavailable never reached the store, like one refused while disconnected.
+        return error.getCause() instanceof Unreachable;
+    }
+
     private record Held(String owner, long token, long expiresAt) {
+    }
+
+    /** The cause of every command refused while the store is unavailable. */
+    private static final class Unreachable extends RuntimeException {
+
+        private static final long serialVersionUID = 1L;
+
+        Unreachable() {
+            super("unreachable (simulated)", null, false, false);
+        }
     }
 
     private static final class Channel {

@@ -26,7 +26,7 @@ final class LazyConnection<C extends StatefulConnection<?, ?>> {
     Mono<C> get() {
         return Mono.defer(() -> {
             if (closed) {
-                return Mono.error(new IllegalStateException("connection closed"));
+                return Mono.error(new ClosedException());
             }
             CompletableFuture<C> existing = current.get();
             if (existing == null || existing.isCompletedExceptionally() || isClosedForGood(existing)) {
@@ -75,13 +75,17 @@ final class LazyConnection<C extends StatefulConnection<?, ?>> {
                 target.completeExceptionally(error);
             } else if (closed) {
                 connection.closeAsync();
-                target.completeExceptionally(new IllegalStateException("connection closed"));
+                target.completeExceptionally(new ClosedException());
             } else {
                 target.complete(connection);
             }
         });
     }
 
+    /**
+     * Closes the connection. A connect still in progress is not waited for: it is closed as soon as it
+     * completes, so closing never waits for a server that does not answer.
+     */
     Mono<Void> close() {
         return Mono.defer(() -> {
             closed = true;
@@ -89,10 +93,21 @@ final class LazyConnection<C extends StatefulConnection<?, ?>> {
             if (f == null) {
                 return Mono.empty();
             }
-            return Mono.fromFuture(f, true)
-                    .flatMap(c -> Mono.fromFuture(c.closeAsync(), true))
-                    .onErrorResume(e -> Mono.empty())
-                    .then();
+            if (!f.isDone()) {
+                return Mono.empty(); // connect() closes it when it completes, seeing closed
+            }
+            C c = f.isCompletedExceptionally() ? null : f.getNow(null);
+            return c == null ? Mono.empty() : Mono.fromFuture(c.closeAsync(), true).onErrorResume(e -> Mono.empty()).then();
         });
+    }
+
+    /** A command on a connection that was closed with the client: it never left. */
+    static final class ClosedException extends IllegalStateException {
+
+        private static final long serialVersionUID = 1L;
+
+        ClosedException() {
+            super("connection closed");
+        }
     }
 }

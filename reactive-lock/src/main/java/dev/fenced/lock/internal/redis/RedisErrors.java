@@ -48,13 +48,33 @@ final class RedisErrors {
         return LockServiceException.of(lockName, operation, detail, error);
     }
 
+    /**
+     * Whether a failure came before the command left this process: the connection was down (refused
+     * rather than buffered), could not be opened, or was closed with the client. Such a command did nothing.
+     * A timeout, a reset or a server error may come after the command ran.
+     *
+     * @param error a failure, classified or not
+     * @return whether the command certainly never reached Redis
+     */
+    static boolean neverSent(Throwable error) {
+        Throwable cause = error instanceof LockServiceException && error.getCause() != null ? error.getCause() : error;
+        return cause instanceof NotConnectedException
+                || cause instanceof RedisConnectionException
+                || (cause instanceof RedisException && String.valueOf(cause.getMessage()).startsWith("Currently not connected"))
+                || cause instanceof LazyConnection.ClosedException;
+    }
+
     /** A lock command refused because its connection is down: it must never wait in a reconnect buffer. */
     static final class NotConnectedException extends RuntimeException {
 
         private static final long serialVersionUID = 1L;
 
         NotConnectedException() {
-            super("not connected to Redis", null, false, false);
+            this("not connected to Redis");
+        }
+
+        NotConnectedException(String message) {
+            super(message, null, false, false);
         }
     }
 }

@@ -305,6 +305,11 @@ public final class RedisLeaseStore implements LeaseStore {
     }
 
     @Override
+    public boolean neverSent(Throwable error) {
+        return RedisErrors.neverSent(error);
+    }
+
+    @Override
     public boolean onIoThread() {
         // Lettuce runs on Netty's event loops.
         return Thread.currentThread() instanceof io.netty.util.concurrent.FastThreadLocalThread;
@@ -353,7 +358,8 @@ public final class RedisLeaseStore implements LeaseStore {
         return connection
                 .timeout(connectTimeout, scheduler)
                 .onErrorMap(java.util.concurrent.TimeoutException.class, e -> LockServiceException.of(name, operation,
-                        "cannot connect to Redis within " + connectTimeout.toMillis() + " ms", e))
+                        "cannot connect to Redis within " + connectTimeout.toMillis() + " ms",
+                        new RedisErrors.NotConnectedException("no connection within " + connectTimeout.toMillis() + " ms")))
                 .flatMap(r -> body.apply(r).timeout(timeout, scheduler))
                 .onErrorMap(e -> RedisErrors.classify(e, name, operation, timeout));
     }

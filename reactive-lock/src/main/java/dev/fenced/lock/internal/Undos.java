@@ -1,0 +1,120 @@
+package dev.fenced.lock.internal;
+
+import dev.fenced.lock.LockServiceException;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.TimeUnit;
+import org.jspecify.annotations.Nullable;
+import reactor.core.publisher.Flux;
+import reactor.core.publisher.Mono;
+import reactor.util.Logger;
+import reactor.util.Loggers;
+
+/**
+ * Releases what abandoned acquires may hold: an attempt whose subscriber left while its command was on the
+ * wire, or whose reply was lost (a timeout, a reset). Lettuce cannot recall a command already sent, so the
+ * lock it may have taken is released, owner-checked, so that a late undo never frees another holder's lock.
+ *
+ * <p>While the lock service cannot be reached, undos are retried with back-off for as long as the lease they
+ * undo could hold its lock (otherwise one lost reply would block the name for a whole lease). They are
+ * coalesced per name: one retry loop per name releases every pending owner of that name together, and at
+ * most {@value #MAX_PENDING_PER_NAME} owners wait per name (the rest expire with their lease). A command that
+ * never left (not connected, connect failure, client closed) took nothing and needs no undo at all. Thread-safe:
+ * the pending owners are guarded by the monitor.
+ */
+final class Undos {
+
+    private static final Logger log = Loggers.getLogger(Undos.class);
+
+    /** Owners that wait for an undo of one name, at most. */
+    static final int MAX_PENDING_PER_NAME = 64;
+
+    private static final Duration FIRST_BACKOFF = Duration.ofMillis(20);
+    private static final Duration MAX_BACKOFF = Duration.ofSeconds(1);
+
+    private final LeaseRuntime runtime;
+    private final Map<String, List<Pending>> pending = new HashMap<>();
+
+    Undos(LeaseRuntime runtime) {
+        this.runtime = runtime;
+    }
+
+    /**
+     * Undoes an attempt that may have taken the lock.
+     *
+     * @param name the lock name
+     * @param owner the attempt's owner id
+     * @param token the token it took, or {@code null} when its reply never came (any token of the owner)
+     * @param leaseMillis the attempt's lease time: how long what it took could hold the lock
+     * @param failure the attempt's failure, or {@code null} when it took the lock and was abandoned
+     */
+    void undo(String name, String owner, @Nullable Long token, long leaseMillis, @Nullable Throwable failure) {
+        if (failure != null && runtime.store().neverSent(failure)) {
+            return; // the command never left: nothing was taken
+        }
+        boolean startLoop;
+        synchronized (this) {
+            List<Pending> owners = pending.get(name);
+            startLoop = owners == null;
+            if (startLoop) {
+                owners = new ArrayList<>();
+                pending.put(name, owners);
+            }
+            if (owners.size() >= MAX_PENDING_PER_NAME) {
+                log.debug("Too many undos pending for lock '{}'; the acquire by {} expires with its lease", name, owner);
+                return;
+            }
+            owners.add(new Pending(owner, token, runtime.now() + TimeUnit.MILLISECONDS.toNanos(leaseMillis)));
+        }
+        if (startLoop) {
+            runtime.inFlight().track(loop(name, FIRST_BACKOFF)).subscribe();
+        }
+    }
+
+    /** Releases every pending owner of {@code name}; retries those the service could not be asked about. */
+    private Mono<Void> loop(String name, Duration backoff) {
+        return Mono.defer(() -> {
+            List<Pending> batch;
+            synchronized (this) {
+                List<Pending> owners = pending.get(name);
+                long now = runtime.now();
+                batch = owners == null ? List.of() : owners.stream().filter(p -> p.until - now > 0).toList();
+                if (batch.isEmpty()) {
+                    pending.remove(name);
+                    return Mono.empty();
+                }
+                owners.clear();
+            }
+            return Flux.fromIterable(batch)
+                    .flatMap(p -> runtime.store().release(name, p.owner, p.token)
+                            .doOnNext(deleted -> log.debug("Undid abandoned acquire of lock '{}' by {}: {}", name, p.owner,
+                                    deleted ? "released" : "nothing held"))
+                            .then(Mono.<Pending>empty())
+                            .onErrorResume(e -> e instanceof LockServiceException ? Mono.just(p) : Mono.empty()))
+                    .collectList()
+                    .flatMap(failed -> {
+                        if (!failed.isEmpty()) {
+                            synchronized (this) {
+                                pending.computeIfAbsent(name, n -> new ArrayList<>()).addAll(failed);
+                            }
+                        }
+                        Duration next = backoff.multipliedBy(2).compareTo(MAX_BACKOFF) > 0 ? MAX_BACKOFF : backoff.multipliedBy(2);
+                        return failed.isEmpty() ? loop(name, backoff)
+                                : Mono.delay(backoff, runtime.scheduler()).then(loop(name, next));
+                    });
+        }).onErrorResume(e -> {
+            log.debug("Undo of lock '{}' stopped: {}", name, e.toString());
+            synchronized (this) {
+                pending.remove(name);
+            }
+            return Mono.empty();
+        });
+    }
+
+    /** One owner to undo, until its lease would have ended. */
+    private record Pending(String owner, @Nullable Long token, long until) {
+    }
+}
