@@ -11,6 +11,7 @@ import java.io.UncheckedIOException;
 import java.nio.charset.StandardCharsets;
 import java.util.Objects;
 import java.util.function.Function;
+import org.jspecify.annotations.Nullable;
 import org.reactivestreams.Publisher;
 import reactor.core.publisher.Flux;
 import reactor.core.publisher.Mono;
@@ -25,6 +26,10 @@ import reactor.core.scheduler.Schedulers;
  * the transaction ends, so a stale holder cannot commit in between. {@link #inTransaction} does the whole
  * thing on plain R2DBC: begin, advance, run the caller's statements, commit; on any error (a stale token
  * included) it rolls back, so nothing is committed.
+ *
+ * <p>A row holds the tokens of one lock: it is keyed by the lease's {@linkplain FencedLease#lockId() lock id}
+ * (key prefix and name) by default, and a row named by the caller records the lock id of its first lease and
+ * refuses the leases of other locks ({@link FenceLockMismatchException}).
  *
  * <pre>{@code
  * FenceTable fence = FenceTable.named("fenced_fence");
@@ -50,11 +55,13 @@ public final class FenceTable {
     private final String name;
     private final String quoted;
     private final FencingRule rule;
+    private final @Nullable String guard;
 
-    private FenceTable(String name, String quoted, FencingRule rule) {
+    private FenceTable(String name, String quoted, FencingRule rule, @Nullable String guard) {
         this.name = name;
         this.quoted = quoted;
         this.rule = rule;
+        this.guard = guard;
     }
 
     /**
@@ -73,7 +80,7 @@ public final class FenceTable {
      * @return the table
      */
     public static FenceTable named(String table) {
-        return new FenceTable(table, Identifiers.table(table, "fence table name"), FencingRule.SAME_LEASE_OR_NEWER);
+        return new FenceTable(table, Identifiers.table(table, "fence table name"), FencingRule.SAME_LEASE_OR_NEWER, null);
     }
 
     /**
@@ -83,7 +90,21 @@ public final class FenceTable {
      * @return a new instance
      */
     public FenceTable rule(FencingRule rule) {
-        return new FenceTable(name, quoted, Objects.requireNonNull(rule, "rule must not be null"));
+        return new FenceTable(name, quoted, Objects.requireNonNull(rule, "rule must not be null"), guard);
+    }
+
+    /**
+     * The same table, for work guarded by the lock {@code lockName}: {@link #inTransaction(ConnectionFactory,
+     * Function)} takes the lease on that name from the Reactor Context (inside nested {@code withLease} scopes
+     * too), and a lease of another lock is refused with {@link IllegalArgumentException} before any SQL.
+     * Without a guard, a Context-driven call takes the Context's only lease and fails with
+     * {@link dev.fenced.lock.AmbiguousLeaseException} when there are several.
+     *
+     * @param lockName the lock name, as given to {@code withLease}
+     * @return a new instance
+     */
+    public FenceTable guardedBy(String lockName) {
+        return new FenceTable(name, quoted, rule, Leases.requireGuard(lockName));
     }
 
     /**
@@ -104,7 +125,8 @@ public final class FenceTable {
     }
 
     /**
-     * Creates the table if it does not exist.
+     * Creates the table if it does not exist, and adds the {@code lock_id} column to a table created by an
+     * earlier version (its rows then take the lock id of the first lease that advances them).
      *
      * @param connectionFactory the connection factory
      * @return completion
@@ -115,13 +137,18 @@ public final class FenceTable {
         return Mono.fromCallable(this::ddl)
                 .subscribeOn(Schedulers.boundedElastic())
                 .flatMap(ddl -> Mono.usingWhen(connectionFactory.create(),
-                        c -> Statements.rowsUpdated(c.createStatement(ddl), schemaDescription()).then(),
+                        c -> Statements.rowsUpdated(c.createStatement(ddl), schemaDescription())
+                                .then(Statements.rowsUpdated(c.createStatement(
+                                        "ALTER TABLE " + quoted + " ADD COLUMN IF NOT EXISTS lock_id text"), schemaDescription()))
+                                .then(),
                         Connection::close));
     }
 
     /**
-     * Moves the fence of the lease's lock name to the lease's token, on {@code connection}: call it first in
-     * the transaction whose writes it protects.
+     * Moves the fence of the lease's lock to the lease's token, on {@code connection}: call it first in the
+     * transaction whose writes it protects. The fence row is the one of the lease's
+     * {@linkplain FencedLease#lockId() lock id} (key prefix and name), so two key prefixes, which have two
+     * token counters, never share a row.
      *
      * @param connection the connection, in a transaction (an auto-commit connection is refused with
      *     {@link IllegalStateException})
@@ -129,16 +156,19 @@ public final class FenceTable {
      * @return completion; {@link dev.fenced.lock.StaleFencingTokenException} when the fence holds a newer token
      */
     public Mono<Void> advance(Connection connection, FencedLease lease) {
-        return advance(connection, lease, lease.name());
+        return Mono.defer(() -> advance(connection, lease, Objects.requireNonNull(lease, "lease must not be null").lockId()));
     }
 
     /**
-     * Moves the fence of {@code resource} to the lease's token, on {@code connection}.
+     * Moves the fence of {@code resource} to the lease's token, on {@code connection}. The row records the
+     * lease's {@linkplain FencedLease#lockId() lock id}; a lease of another lock is refused with
+     * {@link FenceLockMismatchException} and nothing is written, since tokens of two locks cannot be compared.
      *
      * @param connection the connection, in a transaction
      * @param lease the lease
-     * @param resource the fenced resource (the lock name by default)
-     * @return completion; {@link dev.fenced.lock.StaleFencingTokenException} when the fence holds a newer token
+     * @param resource the fenced resource (the lease's lock id by default)
+     * @return completion; {@link dev.fenced.lock.StaleFencingTokenException} when the fence holds a newer token,
+     *     {@link FenceLockMismatchException} when it holds the tokens of another lock
      */
     public Mono<Void> advance(Connection connection, FencedLease lease, String resource) {
         return Mono.defer(() -> {
@@ -148,6 +178,10 @@ public final class FenceTable {
             if (notHeld != null) {
                 return Mono.error(notHeld);
             }
+            IllegalArgumentException wrongLock = Leases.wrongLock(lease, guard, description());
+            if (wrongLock != null) {
+                return Mono.error(wrongLock);
+            }
             if (connection.isAutoCommit()) {
                 // Committed on its own, the fence would protect nothing: the caller's writes could follow a
                 // newer holder's.
@@ -156,32 +190,42 @@ public final class FenceTable {
             }
             String table = quoted;
             Statement statement = connection.createStatement("INSERT INTO " + table
-                            + " (resource, last_token, last_owner) VALUES ($1, $2, $3) ON CONFLICT (resource) DO UPDATE"
-                            + " SET last_token = EXCLUDED.last_token, last_owner = EXCLUDED.last_owner, updated_at = now()"
-                            + " WHERE " + rule.condition(table + ".last_token", table + ".last_owner",
-                                    "EXCLUDED.last_token", "EXCLUDED.last_owner"))
+                            + " (resource, last_token, last_owner, lock_id) VALUES ($1, $2, $3, $4) ON CONFLICT (resource) DO UPDATE"
+                            + " SET last_token = EXCLUDED.last_token, last_owner = EXCLUDED.last_owner,"
+                            + " lock_id = EXCLUDED.lock_id, updated_at = now()"
+                            + " WHERE (" + table + ".lock_id IS NULL OR " + table + ".lock_id = EXCLUDED.lock_id) AND "
+                            + rule.condition(table + ".last_token", table + ".last_owner", "EXCLUDED.last_token", "EXCLUDED.last_owner"))
                     .bind(0, resource)
                     .bind(1, lease.token())
-                    .bind(2, lease.ownerId());
+                    .bind(2, lease.ownerId())
+                    .bind(3, lease.lockId());
             return Statements.rowsUpdated(statement, schemaDescription())
                     .flatMap(rows -> rows > 0 ? Mono.<Void>empty() : rejected(connection, lease, resource));
         });
     }
 
     private Mono<Void> rejected(Connection connection, FencedLease lease, String resource) {
-        Statement select = connection.createStatement("SELECT last_token, last_owner FROM " + quoted + " WHERE resource = $1")
+        Statement select = connection.createStatement("SELECT last_token, last_owner, lock_id FROM " + quoted
+                        + " WHERE resource = $1")
                 .bind(0, resource);
         String target = "fence " + name + " (resource = " + resource + ")";
         return Statements.stored(select, schemaDescription())
-                .flatMap(stored -> Mono.<Void>error(Leases.rejected(lease, target,
-                        stored.token() == null ? 0 : stored.token(), stored.owner())))
+                .flatMap(stored -> {
+                    String fencedBy = stored.lockId();
+                    if (fencedBy != null && !fencedBy.equals(lease.lockId())) {
+                        return Mono.<Void>error(FenceLockMismatchException.of(lease.name(), name, resource, fencedBy,
+                                lease.lockId()));
+                    }
+                    return Mono.<Void>error(Leases.rejected(lease, target, stored.token() == null ? 0 : stored.token(),
+                            stored.owner()));
+                })
                 .switchIfEmpty(Mono.error(() -> new IllegalStateException("The fence row of " + resource
                         + " vanished while it was being advanced")));
     }
 
     /**
      * Runs {@code work} in a transaction on a connection of {@code connectionFactory}, after advancing the
-     * fence of the lease's lock name: commits when the work completes; rolls back on any error (a stale token
+     * fence of the lease's lock ({@link #advance(Connection, FencedLease)}): commits when the work completes; rolls back on any error (a stale token
      * included, before the work runs) and on cancellation.
      *
      * @param connectionFactory the connection factory
@@ -204,17 +248,20 @@ public final class FenceTable {
     }
 
     /**
-     * As {@link #inTransaction(ConnectionFactory, FencedLease, Function)}, with the lease of the innermost
-     * enclosing {@code withLease} scope, found in the Reactor Context.
+     * As {@link #inTransaction(ConnectionFactory, FencedLease, Function)}, with the lease of the enclosing
+     * {@code withLease} scope, found in the Reactor Context: the lease on the {@linkplain #guardedBy(String)
+     * guarding lock}, or, when none is named, the Context's only lease.
      *
      * @param connectionFactory the connection factory
      * @param work the caller's statements
      * @param <T> the type of the work's results
-     * @return the work's results; fails with {@link IllegalStateException} outside a lease scope
+     * @return the work's results; fails before any SQL with {@link IllegalStateException} when the Context holds
+     *     no such lease, and with {@link dev.fenced.lock.AmbiguousLeaseException} when it holds several and no
+     *     guard is named
      */
     public <T> Flux<T> inTransaction(ConnectionFactory connectionFactory,
             Function<? super Connection, ? extends Publisher<T>> work) {
-        return Leases.fromContext().flatMapMany(lease -> inTransaction(connectionFactory, lease, work));
+        return Leases.fromContext(guard, description()).flatMapMany(lease -> inTransaction(connectionFactory, lease, work));
     }
 
     /**
@@ -228,7 +275,12 @@ public final class FenceTable {
 
     @Override
     public String toString() {
-        return "FenceTable{" + name + ", rule=" + rule + "}";
+        return "FenceTable{" + name + ", rule=" + rule + (guard == null ? "" : ", guardedBy=" + guard) + "}";
+    }
+
+    /** The fence advance, as the start of an error message. */
+    private String description() {
+        return "A fence advance of " + name;
     }
 
     private String schemaDescription() {

@@ -53,15 +53,12 @@ public final class FencedWrite {
     private final String ownerColumn;
     private final FencingRule rule;
     private final @Nullable Object observations;
+    private final @Nullable String guard;
 
     private FencedWrite(String table, String quotedTable, List<Column> keys, List<Column> values, String tokenColumn,
-            String ownerColumn, FencingRule rule) {
-        this(table, quotedTable, keys, values, tokenColumn, ownerColumn, rule, null);
-    }
-
-    private FencedWrite(String table, String quotedTable, List<Column> keys, List<Column> values, String tokenColumn,
-            String ownerColumn, FencingRule rule, @Nullable Object observations) {
+            String ownerColumn, FencingRule rule, @Nullable Object observations, @Nullable String guard) {
         this.observations = observations;
+        this.guard = guard;
         this.table = table;
         this.quotedTable = quotedTable;
         this.keys = List.copyOf(keys);
@@ -82,7 +79,7 @@ public final class FencedWrite {
     public static FencedWrite into(String table) {
         return new FencedWrite(table, Identifiers.table(table, "table name"), List.of(), List.of(),
                 Identifiers.column("fencing_token", "token column"), Identifiers.column("fencing_owner", "owner column"),
-                FencingRule.SAME_LEASE_OR_NEWER);
+                FencingRule.SAME_LEASE_OR_NEWER, null, null);
     }
 
     /**
@@ -140,7 +137,7 @@ public final class FencedWrite {
      */
     public FencedWrite fencingColumns(String tokenColumn, String ownerColumn) {
         return new FencedWrite(table, quotedTable, keys, values, Identifiers.column(tokenColumn, "token column"),
-                Identifiers.column(ownerColumn, "owner column"), rule, observations).checkDistinct();
+                Identifiers.column(ownerColumn, "owner column"), rule, observations, guard).checkDistinct();
     }
 
     /**
@@ -151,7 +148,23 @@ public final class FencedWrite {
      */
     public FencedWrite rule(FencingRule rule) {
         return new FencedWrite(table, quotedTable, keys, values, tokenColumn, ownerColumn,
-                Objects.requireNonNull(rule, "rule must not be null"), observations);
+                Objects.requireNonNull(rule, "rule must not be null"), observations, guard);
+    }
+
+    /**
+     * Names the lock that guards the rows this spec writes. The row's token column then only ever holds tokens
+     * of that lock: a write inside nested {@code withLease} scopes takes the lease on this name from the Reactor
+     * Context, and a write given the lease of another lock is refused with {@link IllegalArgumentException}
+     * before any SQL is sent. Without a guard, a Context write takes the Context's only lease and fails with
+     * {@link dev.fenced.lock.AmbiguousLeaseException} when there are several. Name the guard whenever a row may
+     * be written from code that holds more than one lock.
+     *
+     * @param lockName the lock name, as given to {@code withLease}
+     * @return a new spec
+     */
+    public FencedWrite guardedBy(String lockName) {
+        return new FencedWrite(table, quotedTable, keys, values, tokenColumn, ownerColumn, rule, observations,
+                Leases.requireGuard(lockName));
     }
 
     /**
@@ -177,14 +190,17 @@ public final class FencedWrite {
     }
 
     /**
-     * Runs the guarded update with the lease of the innermost enclosing
-     * {@code FencedLockClient.withLease} scope, found in the Reactor Context.
+     * Runs the guarded update with the lease of the enclosing {@code FencedLockClient.withLease} scope, found
+     * in the Reactor Context: the lease on the {@linkplain #guardedBy(String) guarding lock}, or, when none is
+     * named, the Context's only lease.
      *
      * @param connectionFactory the connection factory
-     * @return the number of rows updated; fails with {@link IllegalStateException} outside a lease scope
+     * @return the number of rows updated; fails before any SQL with {@link IllegalStateException} when the
+     *     Context holds no such lease, and with {@link dev.fenced.lock.AmbiguousLeaseException} when it holds
+     *     several and no guard is named
      */
     public Mono<Long> update(ConnectionFactory connectionFactory) {
-        return Leases.fromContext().flatMap(lease -> update(connectionFactory, lease));
+        return Leases.fromContext(guard, description()).flatMap(lease -> update(connectionFactory, lease));
     }
 
     /**
@@ -211,13 +227,14 @@ public final class FencedWrite {
     }
 
     /**
-     * Runs the guarded upsert with the lease of the innermost enclosing {@code withLease} scope.
+     * Runs the guarded upsert with the lease of the enclosing {@code withLease} scope, chosen as
+     * {@link #update(ConnectionFactory)} chooses it.
      *
      * @param connectionFactory the connection factory
-     * @return the number of rows inserted or updated (1)
+     * @return the number of rows inserted or updated (1); the same errors as {@link #update(ConnectionFactory)}
      */
     public Mono<Long> upsert(ConnectionFactory connectionFactory) {
-        return Leases.fromContext().flatMap(lease -> upsert(connectionFactory, lease));
+        return Leases.fromContext(guard, description()).flatMap(lease -> upsert(connectionFactory, lease));
     }
 
     private static Mono<Long> withConnection(ConnectionFactory connectionFactory,
@@ -237,6 +254,10 @@ public final class FencedWrite {
             LeaseNotHeldException notHeld = Leases.notHeld(lease);
             if (notHeld != null) {
                 return Mono.error(notHeld);
+            }
+            IllegalArgumentException wrongLock = Leases.wrongLock(lease, guard, description());
+            if (wrongLock != null) {
+                return Mono.error(wrongLock);
             }
             if (keys.isEmpty()) {
                 return Mono.error(new IllegalStateException("A fenced write of " + table + " needs at least one key(...)"));
@@ -361,13 +382,18 @@ public final class FencedWrite {
         return key.toString();
     }
 
+    /** The write, as the start of an error message. */
+    private String description() {
+        return "A fenced write of " + table;
+    }
+
     private String schemaDescription() {
         return "table " + quotedTable + " with key, value, token " + tokenColumn + " (bigint) and owner " + ownerColumn
                 + " (text) columns";
     }
 
     private FencedWrite copy(List<Column> newKeys, List<Column> newValues) {
-        return new FencedWrite(table, quotedTable, newKeys, newValues, tokenColumn, ownerColumn, rule, observations);
+        return new FencedWrite(table, quotedTable, newKeys, newValues, tokenColumn, ownerColumn, rule, observations, guard);
     }
 
     /**
@@ -381,7 +407,7 @@ public final class FencedWrite {
      */
     public FencedWrite observe(io.micrometer.observation.ObservationRegistry registry) {
         return new FencedWrite(table, quotedTable, keys, values, tokenColumn, ownerColumn, rule,
-                Objects.requireNonNull(registry, "registry must not be null"));
+                Objects.requireNonNull(registry, "registry must not be null"), guard);
     }
 
     private FencedWrite checkDistinct() {
@@ -404,7 +430,7 @@ public final class FencedWrite {
 
     @Override
     public String toString() {
-        return "FencedWrite{" + target() + ", rule=" + rule + "}";
+        return "FencedWrite{" + target() + ", rule=" + rule + (guard == null ? "" : ", guardedBy=" + guard) + "}";
     }
 
     private record Column(String name, String quoted, @Nullable Object value, @Nullable Class<?> nullType) {

@@ -1,5 +1,6 @@
 package dev.fenced.r2dbc;
 
+import dev.fenced.lock.AmbiguousLeaseException;
 import dev.fenced.lock.FencedLease;
 import dev.fenced.lock.LeaseNotHeldException;
 import dev.fenced.lock.StaleFencingTokenException;
@@ -13,16 +14,56 @@ final class Leases {
     private Leases() {
     }
 
+    /** Checks the name of a guarding lock. */
+    static String requireGuard(String lockName) {
+        Objects.requireNonNull(lockName, "lockName must not be null");
+        if (lockName.isBlank()) {
+            throw new IllegalArgumentException("The guarding lock name must not be blank");
+        }
+        return lockName;
+    }
+
     /** Refuses, before any SQL, a lease that is no longer held. */
     static @Nullable LeaseNotHeldException notHeld(FencedLease lease) {
         Objects.requireNonNull(lease, "lease must not be null");
         return lease.isHeld() ? null : LeaseNotHeldException.of(lease.name(), lease.token());
     }
 
-    /** The innermost lease of the subscriber's Context, or an error saying how to provide one. */
-    static Mono<FencedLease> fromContext() {
-        return FencedLease.current().switchIfEmpty(Mono.error(() -> new IllegalStateException(
-                "No lease in the Reactor Context: run this inside FencedLockClient.withLease(...), or pass the lease")));
+    /**
+     * The lease that guards an operation, from the subscriber's Context: the lease on {@code guard} when the
+     * operation names its lock, else the one lease of the Context. Decided before any SQL is sent.
+     *
+     * @param guard the name of the guarding lock, or {@code null} when the operation names none
+     * @param what the operation, as the start of error messages
+     * @return the lease; {@link IllegalStateException} when the Context holds no fitting lease,
+     *     {@link dev.fenced.lock.AmbiguousLeaseException} when it holds several and none is named
+     */
+    static Mono<FencedLease> fromContext(@Nullable String guard, String what) {
+        if (guard != null) {
+            return FencedLease.current(guard).switchIfEmpty(Mono.error(() -> new IllegalStateException(what
+                    + " is guarded by lock '" + guard + "', but the Reactor Context holds no lease on it: run it inside "
+                    + "FencedLockClient.withLease(\"" + guard + "\", ...), or pass the lease")));
+        }
+        return FencedLease.current()
+                .onErrorMap(AmbiguousLeaseException.class, e -> AmbiguousLeaseException.of(what, e.lockNames()))
+                .switchIfEmpty(Mono.error(() -> new IllegalStateException(what + " needs a lease, and the Reactor Context "
+                        + "holds none: run it inside FencedLockClient.withLease(...), or pass the lease")));
+    }
+
+    /**
+     * Refuses, before any SQL, a lease of another lock than the one that guards the operation.
+     *
+     * @param lease the lease given
+     * @param guard the guarding lock, or {@code null} when the operation names none
+     * @param what the operation
+     * @return the error, or {@code null} when the lease fits
+     */
+    static @Nullable IllegalArgumentException wrongLock(FencedLease lease, @Nullable String guard, String what) {
+        if (guard == null || guard.equals(lease.name())) {
+            return null;
+        }
+        return new IllegalArgumentException(what + " is guarded by lock '" + guard + "', but was given the lease on '"
+                + lease.name() + "': tokens of different locks cannot be compared");
     }
 
     /**

@@ -12,8 +12,8 @@ final class Statements {
     private Statements() {
     }
 
-    /** The token and owner a row (or fence) holds. */
-    record Stored(@Nullable Long token, @Nullable String owner) {
+    /** The token and owner a row (or fence) holds, and, for a fence, the lock whose tokens it holds. */
+    record Stored(@Nullable Long token, @Nullable String owner, @Nullable String lockId) {
     }
 
     /**
@@ -31,7 +31,7 @@ final class Statements {
     }
 
     /**
-     * Executes a query of {@code token, owner} and reads its first row.
+     * Executes a query of {@code token, owner} (and, optionally, {@code lock_id}) and reads its first row.
      *
      * @param select the query, bound
      * @param schema what the query expects of the schema, for error messages
@@ -39,7 +39,8 @@ final class Statements {
      */
     static Mono<Stored> stored(Statement select, String schema) {
         return Flux.from(select.execute())
-                .flatMap(result -> result.map((row, meta) -> new Stored(row.get(0, Long.class), row.get(1, String.class))))
+                .flatMap(result -> result.map((row, meta) -> new Stored(row.get(0, Long.class), row.get(1, String.class),
+                        meta.getColumnMetadatas().size() > 2 ? row.get(2, String.class) : null)))
                 .next()
                 .onErrorMap(e -> SqlErrors.classify(e, schema));
     }

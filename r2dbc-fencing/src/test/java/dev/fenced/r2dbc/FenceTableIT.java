@@ -69,7 +69,7 @@ class FenceTableIT {
                 .expectNext(1L, 1L)
                 .verifyComplete();
         assertThat(totals()).containsExactly(List.of(10L), List.of(10L));
-        assertThat(db.query("SELECT last_token, last_owner FROM " + fence.name() + " WHERE resource = 'ledger'"))
+        assertThat(db.query("SELECT last_token, last_owner FROM " + fence.name() + " WHERE resource = 'fenced:{ledger}'"))
                 .containsExactly(List.of(5L, "a"));
     }
 
@@ -80,7 +80,7 @@ class FenceTableIT {
         StepVerifier.create(fence.inTransaction(db.connections, stale, c -> addToBoth(c, ledger, 1000)))
                 .verifyErrorSatisfies(e -> {
                     assertThat(e).isInstanceOf(StaleFencingTokenException.class)
-                            .hasMessage("Write to fence " + fence.name() + " (resource = ledger) with fencing token 5 of lock "
+                            .hasMessage("Write to fence " + fence.name() + " (resource = fenced:{ledger}) with fencing token 5 of lock "
                                     + "'ledger' was rejected: storage holds token 6");
                 });
         assertThat(totals()).containsExactly(List.of(1L), List.of(1L));

@@ -9,6 +9,7 @@ import dev.fenced.lock.LeaseLostException;
 import dev.fenced.lock.LossReason;
 import dev.fenced.lock.ReleaseOutcome;
 import dev.fenced.lock.StaleFencingTokenException;
+import dev.fenced.lock.TokenScheme;
 import dev.fenced.testservices.PostgresServer;
 import dev.fenced.testservices.PostgresServerExtension;
 import dev.fenced.testservices.RedisServer;
@@ -56,6 +57,12 @@ class FencedTimelineIT {
         return FencedLockClient.builder().redisUri(uri).keyPrefix(prefix).leaseTime(leaseTime).build();
     }
 
+    /** A client with consecutive counter tokens, which start again from 1 when Redis loses the counter. */
+    private FencedLockClient counterClient(String uri, Duration leaseTime) {
+        return FencedLockClient.builder().redisUri(uri).keyPrefix(prefix).leaseTime(leaseTime)
+                .tokenScheme(TokenScheme.COUNTER).build();
+    }
+
     private FencedWrite invoice(String status, long amount) {
         return FencedWrite.into(table).key("id", 42).set("status", status).set("amount", amount);
     }
@@ -96,9 +103,40 @@ class FencedTimelineIT {
     }
 
     @Test
+    void stalledHolderIsRejectedAfterRedisLostTheCounterWhileItWasStalled() {
+        RedisClient admin = RedisClient.create(redis.uri());
+        try (TcpProxy toRedisForA = TcpProxy.start(redis.host(), redis.port());
+                FencedLockClient a = client("redis://" + toRedisForA.host() + ":" + toRedisForA.port(), Duration.ofSeconds(1));
+                FencedLockClient b = client(redis.uri(), Duration.ofSeconds(30))) {
+            for (int i = 0; i < 3; i++) {
+                b.withLease("invoice:42", lease -> Mono.just(lease.token())).blockLast(BOUND);
+            }
+            FencedLease leaseA = a.acquire("invoice:42").block(BOUND);
+            assertThat(leaseA).isNotNull();
+            FencedLease whatAStillBelieves = new TestLease(leaseA.name(), leaseA.token(), leaseA.ownerId());
+            toRedisForA.blackhole();
+            // While A stalls, Redis restarts without persistence: the lock and its token counter are gone.
+            admin.connect().sync().del(prefix + "{invoice:42}", prefix + "{invoice:42}:fence");
+
+            FencedLease leaseB = b.acquire("invoice:42").block(BOUND);
+            assertThat(leaseB).isNotNull();
+            assertThat(leaseB.token()).as("the token after the counter was lost").isGreaterThan(leaseA.token());
+            StepVerifier.create(invoice("PAID-BY-B", 200).update(db.connections, leaseB)).expectNext(1L).verifyComplete();
+
+            StepVerifier.create(invoice("PAID-BY-A", 100).update(db.connections, whatAStillBelieves))
+                    .verifyErrorSatisfies(e -> assertThat(e).isInstanceOf(StaleFencingTokenException.class));
+            assertThat(row()).containsExactly("PAID-BY-B", 200L, leaseB.token(), leaseB.ownerId());
+            StepVerifier.create(leaseB.release()).expectNext(ReleaseOutcome.RELEASED).verifyComplete();
+            toRedisForA.resume();
+        } finally {
+            admin.shutdown();
+        }
+    }
+
+    @Test
     void storageFloorRestoresProgressAfterRedisLostTheCounter() {
         RedisClient admin = RedisClient.create(redis.uri());
-        try (FencedLockClient locks = client(redis.uri(), Duration.ofSeconds(30))) {
+        try (FencedLockClient locks = counterClient(redis.uri(), Duration.ofSeconds(30))) {
             for (int i = 0; i < 5; i++) {
                 FencedWrite write = invoice("WRITE-" + i, 1);
                 locks.withLease("invoice:42", lease -> write.update(db.connections)).blockLast(BOUND);
@@ -130,7 +168,7 @@ class FencedTimelineIT {
 
     @Test
     void rejectedWriteLosesTheLeaseOfWorkThatCarriesOn() {
-        try (FencedLockClient locks = client(redis.uri(), Duration.ofSeconds(30))) {
+        try (FencedLockClient locks = counterClient(redis.uri(), Duration.ofSeconds(30))) {
             StepVerifier.create(invoice("NEWER", 1).update(db.connections, new TestLease("invoice:42", 1_000, "elsewhere")))
                     .expectNext(1L).verifyComplete();
             // The work swallows the rejection and carries on: the lease's loss cancels it.

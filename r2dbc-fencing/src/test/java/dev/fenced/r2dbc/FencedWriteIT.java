@@ -167,7 +167,8 @@ class FencedWriteIT {
     @Test
     void writeOutsideALeaseScopeSaysHowToProvideOne() {
         StepVerifier.create(invoice(42, "PAID", 1).update(db.connections))
-                .verifyErrorMessage("No lease in the Reactor Context: run this inside FencedLockClient.withLease(...), or pass the lease");
+                .verifyErrorMessage("A fenced write of " + table + " needs a lease, and the Reactor Context holds none: run it "
+                        + "inside FencedLockClient.withLease(...), or pass the lease");
     }
 
     @Test

@@ -18,13 +18,20 @@ import reactor.core.publisher.Mono;
 final class TestLease implements FencedLease {
 
     private final String name;
+    private final String lockId;
     private final long token;
     private final String owner;
     final AtomicBoolean held = new AtomicBoolean(true);
     final AtomicLong reportedNewerToken = new AtomicLong(-1);
 
     TestLease(String name, long token, String owner) {
+        this("fenced:", name, token, owner);
+    }
+
+    /** A lease of a client with the given key prefix. */
+    TestLease(String keyPrefix, String name, long token, String owner) {
         this.name = name;
+        this.lockId = keyPrefix + "{" + name + "}";
         this.token = token;
         this.owner = owner;
     }
@@ -37,6 +44,11 @@ final class TestLease implements FencedLease {
     @Override
     public long token() {
         return token;
+    }
+
+    @Override
+    public String lockId() {
+        return lockId;
     }
 
     @Override

@@ -30,14 +30,27 @@ public interface FencedLease {
     String name();
 
     /**
-     * The fencing token: strictly increasing per lock name across all clients.
+     * The fencing token: strictly increasing per lock name across all clients. With the default
+     * {@link TokenScheme#SERVER_TIME} it is at least the lock service's time in microseconds at the grant, so
+     * it stays above earlier tokens even after the service lost the lock's counter.
      *
      * @return the token, positive
      */
     long token();
 
     /**
-     * The owner id of this grant: random and unique per acquisition.
+     * The full identity of the lock in its lock service: the client's key prefix and the name, as the lock's
+     * Redis key ({@code fenced:{invoice:42}}). Tokens are comparable only between leases with equal lock ids:
+     * two key prefixes have two token counters. Fence tables key their rows by it.
+     *
+     * @return the lock id
+     */
+    String lockId();
+
+    /**
+     * The owner id of this grant: 32 lower-case hex digits, 128 bits of kernel entropy drawn for this
+     * acquisition alone, so ids never repeat, also across processes restored from one snapshot (CRaC,
+     * Lambda SnapStart).
      *
      * @return the owner id
      */
@@ -115,13 +128,22 @@ public interface FencedLease {
     }
 
     /**
-     * The lease of the innermost enclosing
-     * {@link FencedLockClient#withLease(String, java.util.function.Function) withLease} scope, read from the
-     * subscriber's Reactor Context.
+     * The one lease held by the enclosing
+     * {@link FencedLockClient#withLease(String, java.util.function.Function) withLease} scopes, read from the
+     * subscriber's Reactor Context: for code that runs under a single lock. With nested scopes on several
+     * locks it fails with {@link AmbiguousLeaseException} rather than guess: use {@link #current(String)}.
      *
-     * @return the lease, or empty outside any scope
+     * @return the lease, or empty outside any scope; {@link AmbiguousLeaseException} when the Context holds
+     *     leases on several locks
      */
     static Mono<FencedLease> current() {
-        return Mono.deferContextual(ctx -> Mono.justOrEmpty(LeaseContext.innermost(ctx)));
+        return Mono.deferContextual(ctx -> {
+            java.util.List<FencedLease> all = LeaseContext.all(ctx);
+            if (all.size() > 1) {
+                return Mono.error(AmbiguousLeaseException.of("FencedLease.current()",
+                        all.stream().map(FencedLease::name).toList()));
+            }
+            return Mono.justOrEmpty(all.isEmpty() ? null : all.get(0));
+        });
     }
 }

@@ -188,6 +188,7 @@ public interface FencedLockClient extends AutoCloseable {
         private @Nullable Duration commandTimeout;
         private @Nullable Scheduler scheduler;
         private LockObserver observer = LockObserver.NONE;
+        private TokenScheme tokenScheme = TokenScheme.SERVER_TIME;
 
         Builder() {
         }
@@ -410,6 +411,20 @@ public interface FencedLockClient extends AutoCloseable {
         }
 
         /**
+         * How fencing tokens are minted. Default {@link TokenScheme#SERVER_TIME}: after Redis loses a lock's
+         * token counter, the next token is still above every earlier one. {@link TokenScheme#COUNTER} gives
+         * consecutive tokens from 1 instead, with the window that {@link TokenScheme#COUNTER} describes. Clients
+         * that share a key prefix may use different schemes: either way the next token exceeds the counter.
+         *
+         * @param tokenScheme the scheme
+         * @return this builder
+         */
+        public Builder tokenScheme(TokenScheme tokenScheme) {
+            this.tokenScheme = Objects.requireNonNull(tokenScheme, "tokenScheme must not be null");
+            return this;
+        }
+
+        /**
          * Builds the client. No connection is made until the first command needs one.
          *
          * @return a new client
@@ -426,7 +441,8 @@ public interface FencedLockClient extends AutoCloseable {
                         + "redisCluster(...) or redisClusterClient(...)");
             }
             ClientSettings settings = ClientSettings.of(keyPrefix, leaseTime, renewalPeriod, maxWait, commandTimeout, scheduler)
-                    .withObserver(observer);
+                    .withObserver(observer)
+                    .withTokenScheme(tokenScheme);
             if (replicaAcks.timeout().compareTo(settings.commandTimeout()) >= 0) {
                 if (settings.ownsScheduler()) {
                     settings.scheduler().dispose();

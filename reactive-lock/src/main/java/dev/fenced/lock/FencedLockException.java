@@ -14,7 +14,14 @@ public abstract class FencedLockException extends RuntimeException {
 
     private final String lockName;
 
-    FencedLockException(String lockName, String message, @Nullable Throwable cause) {
+    /**
+     * For subclasses, here and in the modules that build on the lock client (such as r2dbc-fencing).
+     *
+     * @param lockName the lock name, or the empty string
+     * @param message the message
+     * @param cause the cause, or {@code null}
+     */
+    protected FencedLockException(String lockName, String message, @Nullable Throwable cause) {
         super(message, cause);
         this.lockName = lockName;
     }

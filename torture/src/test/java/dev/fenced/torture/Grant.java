@@ -168,6 +168,11 @@ final class Grant {
         }
 
         @Override
+        public String lockId() {
+            return lease.lockId();
+        }
+
+        @Override
         public String ownerId() {
             return lease.ownerId();
         }

@@ -1,6 +1,7 @@
 package dev.fenced.lock.internal;
 
 import dev.fenced.lock.LockObserver;
+import dev.fenced.lock.TokenScheme;
 import java.time.Duration;
 import java.util.Objects;
 import org.jspecify.annotations.Nullable;
@@ -18,6 +19,7 @@ import reactor.core.scheduler.Schedulers;
  * @param scheduler renewal scheduler and monotonic clock
  * @param ownsScheduler whether the client disposes the scheduler on close
  * @param observer receives metrics and tracing events
+ * @param tokenScheme how the store mints tokens
  */
 public record ClientSettings(
         String keyPrefix,
@@ -27,7 +29,8 @@ public record ClientSettings(
         Duration commandTimeout,
         Scheduler scheduler,
         boolean ownsScheduler,
-        LockObserver observer) {
+        LockObserver observer,
+        TokenScheme tokenScheme) {
 
     private static final Duration MAX_DEFAULT_COMMAND_TIMEOUT = Duration.ofSeconds(5);
 
@@ -36,6 +39,7 @@ public record ClientSettings(
         Objects.requireNonNull(keyPrefix, "keyPrefix");
         Objects.requireNonNull(scheduler, "scheduler");
         Objects.requireNonNull(observer, "observer");
+        Objects.requireNonNull(tokenScheme, "tokenScheme");
         if (renewalPeriod.compareTo(leaseTime) >= 0) {
             throw new IllegalStateException("renewalPeriod (" + renewalPeriod + ") must be shorter than leaseTime (" + leaseTime + ")");
         }
@@ -64,7 +68,8 @@ public record ClientSettings(
         boolean owns = scheduler == null;
         Scheduler s = scheduler != null ? scheduler : Schedulers.newSingle("fenced-renewal", true);
         try {
-            return new ClientSettings(keyPrefix, leaseTime, renewal, maxWait, timeout, s, owns, LockObserver.NONE);
+            return new ClientSettings(keyPrefix, leaseTime, renewal, maxWait, timeout, s, owns, LockObserver.NONE,
+                    TokenScheme.SERVER_TIME);
         } catch (RuntimeException e) {
             if (owns) {
                 s.dispose();
@@ -81,7 +86,18 @@ public record ClientSettings(
      */
     public ClientSettings withObserver(LockObserver newObserver) {
         return new ClientSettings(keyPrefix, leaseTime, renewalPeriod, maxWait, commandTimeout, scheduler, ownsScheduler,
-                newObserver);
+                newObserver, tokenScheme);
+    }
+
+    /**
+     * The same settings with another token scheme.
+     *
+     * @param scheme the scheme
+     * @return new settings
+     */
+    public ClientSettings withTokenScheme(TokenScheme scheme) {
+        return new ClientSettings(keyPrefix, leaseTime, renewalPeriod, maxWait, commandTimeout, scheduler, ownsScheduler,
+                observer, scheme);
     }
 
     /**

@@ -70,6 +70,11 @@ final class HeldLease implements FencedLease {
     }
 
     @Override
+    public String lockId() {
+        return client.lockId(name);
+    }
+
+    @Override
     public String ownerId() {
         return owner;
     }

@@ -1,7 +1,9 @@
 package dev.fenced.lock.internal;
 
 import dev.fenced.lock.FencedLease;
+import java.util.ArrayList;
 import java.util.HashMap;
+import java.util.List;
 import java.util.Map;
 import org.jspecify.annotations.Nullable;
 import reactor.util.context.Context;
@@ -9,18 +11,18 @@ import reactor.util.context.ContextView;
 
 /**
  * The leases held by the enclosing {@code withLease} scopes, as one Reactor Context entry: a map by lock
- * name plus the innermost lease. Immutable and thread-safe.
+ * name plus the leases in scope order. Immutable and thread-safe.
  */
 public final class LeaseContext {
 
     private static final Class<LeaseContext> KEY = LeaseContext.class;
 
     private final Map<String, FencedLease> byName;
-    private final FencedLease innermost;
+    private final List<FencedLease> ordered;
 
-    private LeaseContext(Map<String, FencedLease> byName, FencedLease innermost) {
+    private LeaseContext(Map<String, FencedLease> byName, List<FencedLease> ordered) {
         this.byName = byName;
-        this.innermost = innermost;
+        this.ordered = ordered;
     }
 
     /**
@@ -36,14 +38,14 @@ public final class LeaseContext {
     }
 
     /**
-     * The lease of the innermost enclosing scope.
+     * The leases of the enclosing scopes, outermost first, one per lock name.
      *
      * @param context the subscriber's context
-     * @return the lease, or {@code null}
+     * @return the leases; empty outside any scope
      */
-    public static @Nullable FencedLease innermost(ContextView context) {
+    public static List<FencedLease> all(ContextView context) {
         LeaseContext scope = context.getOrDefault(KEY, null);
-        return scope == null ? null : scope.innermost;
+        return scope == null ? List.of() : scope.ordered;
     }
 
     /**
@@ -56,7 +58,12 @@ public final class LeaseContext {
     public static Context with(Context context, FencedLease lease) {
         LeaseContext scope = context.getOrDefault(KEY, null);
         Map<String, FencedLease> byName = scope == null ? new HashMap<>() : new HashMap<>(scope.byName);
-        byName.put(lease.name(), lease);
-        return context.put(KEY, new LeaseContext(Map.copyOf(byName), lease));
+        List<FencedLease> ordered = new ArrayList<>(scope == null ? List.of() : scope.ordered);
+        FencedLease replaced = byName.put(lease.name(), lease);
+        if (replaced != null) {
+            ordered.remove(replaced);
+        }
+        ordered.add(lease);
+        return context.put(KEY, new LeaseContext(Map.copyOf(byName), List.copyOf(ordered)));
     }
 }

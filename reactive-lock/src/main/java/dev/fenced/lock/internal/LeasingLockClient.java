@@ -15,11 +15,9 @@ import java.util.Map;
 import java.util.Objects;
 import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
-import java.util.concurrent.ThreadLocalRandom;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicInteger;
-import java.util.concurrent.atomic.AtomicLong;
 import java.util.concurrent.atomic.AtomicReference;
 import java.util.function.Function;
 import org.jspecify.annotations.Nullable;
@@ -48,10 +46,8 @@ public final class LeasingLockClient implements FencedLockClient {
     private final Scheduler scheduler;
     private final Renewer renewer;
     private final boolean virtualTime;
-    // 128 random bits, from ThreadLocalRandom: UUID.randomUUID would read SecureRandom, which may block.
-    private final String clientId = Long.toHexString(ThreadLocalRandom.current().nextLong())
-            + Long.toHexString(ThreadLocalRandom.current().nextLong());
-    private final AtomicLong ownerSequence = new AtomicLong();
+    private final OwnerIds ownerIds = new OwnerIds();
+    private final KeyLayout keys;
     private final Map<String, Long> floors = new ConcurrentHashMap<>();
     private final Map<String, WaitQueue> waitQueues = new ConcurrentHashMap<>();
     private final AtomicBoolean closed = new AtomicBoolean();
@@ -61,6 +57,7 @@ public final class LeasingLockClient implements FencedLockClient {
     private LeasingLockClient(LeaseStore store, ClientSettings settings) {
         this.store = store;
         this.settings = settings;
+        this.keys = new KeyLayout(settings.keyPrefix());
         this.scheduler = settings.scheduler();
         this.renewer = new Renewer(this, scheduler);
         this.virtualTime = scheduler.getClass().getName().equals("reactor.test.scheduler.VirtualTimeScheduler");
@@ -206,7 +203,7 @@ public final class LeasingLockClient implements FencedLockClient {
      */
     Mono<AttemptResult> attempt(String name, long leaseNanos) {
         return Mono.<AttemptResult>create(sink -> {
-            String owner = clientId + "-" + Long.toHexString(ownerSequence.incrementAndGet());
+            String owner = ownerIds.next();
             long floor = floors.getOrDefault(name, 0L);
             long leaseMillis = TimeUnit.NANOSECONDS.toMillis(leaseNanos);
             AtomicInteger state = new AtomicInteger(PENDING);
@@ -267,6 +264,16 @@ public final class LeasingLockClient implements FencedLockClient {
                                 deleted ? "released" : "nothing held"),
                         error -> log.debug("Could not undo abandoned acquire of lock '{}' by {}; it expires with its lease: {}",
                                 name, owner, error.toString()));
+    }
+
+    /**
+     * The identity of a lock of this client: its key, which carries the key prefix.
+     *
+     * @param name the lock name
+     * @return the lock id
+     */
+    String lockId(String name) {
+        return keys.lockKey(name);
     }
 
     /**

@@ -34,6 +34,11 @@ final class NestedLease implements FencedLease {
     }
 
     @Override
+    public String lockId() {
+        return outer.lockId();
+    }
+
+    @Override
     public String ownerId() {
         return outer.ownerId();
     }

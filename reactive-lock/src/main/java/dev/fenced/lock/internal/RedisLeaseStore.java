@@ -2,6 +2,7 @@ package dev.fenced.lock.internal;
 
 import dev.fenced.lock.LockServiceException;
 import dev.fenced.lock.ReplicaAcknowledgementException;
+import dev.fenced.lock.TokenScheme;
 import io.lettuce.core.RedisClient;
 import io.lettuce.core.RedisCommandExecutionException;
 import io.lettuce.core.RedisNoScriptException;
@@ -55,6 +56,7 @@ public final class RedisLeaseStore implements LeaseStore {
     private final Duration connectTimeout;
     private final Scheduler scheduler;
     private final ReplicaAcks acks;
+    private final boolean serverTimeTokens;
     private final Map<String, ChannelWatch> watches = new ConcurrentHashMap<>();
     // Read here, on the thread that builds the client: reading resources on an event loop would block it.
     private final LuaScript acquireScript = LuaScript.ACQUIRE;
@@ -69,6 +71,7 @@ public final class RedisLeaseStore implements LeaseStore {
         this.connectTimeout = BaseConnections.connectTimeout(settings.commandTimeout());
         this.scheduler = settings.scheduler();
         this.acks = acks;
+        this.serverTimeTokens = settings.tokenScheme() == TokenScheme.SERVER_TIME;
         this.connections = connect.apply(new RedisConnections.Listener() {
             @Override
             public void released(String channel) {
@@ -154,7 +157,7 @@ public final class RedisLeaseStore implements LeaseStore {
     public Mono<AcquireReply> acquire(String name, String owner, long leaseMillis, long floor) {
         String lockKey = keys.lockKey(name);
         String[] scriptKeys = {lockKey, keys.fenceKey(name)};
-        String[] args = {owner, Long.toString(leaseMillis), Long.toString(floor)};
+        String[] args = {owner, Long.toString(leaseMillis), Long.toString(floor), serverTimeTokens ? "1" : ""};
         if (!acks.required()) {
             return evalList(acquireScript, scriptKeys, args, name, "acquire").map(RedisLeaseStore::acquireReply);
         }

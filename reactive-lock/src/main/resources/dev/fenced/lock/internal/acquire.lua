@@ -1,7 +1,8 @@
 -- Takes a lock and mints its fencing token in one atomic step.
 -- KEYS[1] lock key (value "owner:token", expires with the lease)
 -- KEYS[2] token counter key (never expires)
--- ARGV[1] owner id, ARGV[2] lease time in ms, ARGV[3] floor: the next token must exceed it (0 = none)
+-- ARGV[1] owner id, ARGV[2] lease time in ms, ARGV[3] floor: the next token must exceed it (0 = none),
+-- ARGV[4] '1' for server-time tokens: the next token is at least the server's TIME in microseconds
 -- Returns {1, token} when the owner holds the lock, {0, holder's remaining ms} otherwise.
 local current = redis.call('GET', KEYS[1])
 if current then
@@ -13,15 +14,19 @@ if current then
   end
   return {0, redis.call('PTTL', KEYS[1])}
 end
-local floor = tonumber(ARGV[3])
-if floor > 0 then
-  local counter = tonumber(redis.call('GET', KEYS[2]) or '0')
-  if counter < floor then
-    -- Storage has seen a token Redis no longer knows of (data loss): move past it.
-    redis.call('SET', KEYS[2], ARGV[3])
+-- A floor is a token storage has seen that this counter may no longer know of (data loss): move past it.
+local token = math.max(tonumber(redis.call('GET', KEYS[2]) or '0'), tonumber(ARGV[3])) + 1
+if ARGV[4] == '1' then
+  -- After the counter is lost, time still moves on: the next token stays above every earlier one.
+  -- Writes after TIME replicate as effects (the default from Redis 5; a no-op call on Redis 7).
+  if redis.replicate_commands then
+    redis.replicate_commands()
   end
+  local now = redis.call('TIME')
+  token = math.max(token, tonumber(now[1]) * 1000000 + tonumber(now[2]))
 end
-local token = redis.call('INCR', KEYS[2])
 -- %d, not Lua's default number format, which turns large tokens into '1e+14'.
-redis.call('SET', KEYS[1], ARGV[1] .. ':' .. string.format('%d', token), 'PX', ARGV[2])
+local value = string.format('%d', token)
+redis.call('SET', KEYS[2], value)
+redis.call('SET', KEYS[1], ARGV[1] .. ':' .. value, 'PX', ARGV[2])
 return {1, token}

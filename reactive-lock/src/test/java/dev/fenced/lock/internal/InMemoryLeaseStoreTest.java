@@ -20,6 +20,11 @@ class InMemoryLeaseStoreTest extends LeaseStoreContract {
     }
 
     @Override
+    protected boolean consecutiveTokens() {
+        return true;
+    }
+
+    @Override
     protected void elapse(Duration duration) {
         clock.advanceTimeBy(duration);
     }

@@ -22,6 +22,9 @@ abstract class LeaseStoreContract {
     /** Lets {@code duration} pass on the store's clock. */
     protected abstract void elapse(Duration duration);
 
+    /** Whether the store mints consecutive tokens ({@code counter + 1}) rather than server-time ones. */
+    protected abstract boolean consecutiveTokens();
+
     private final String name = "contract-" + UUID.randomUUID();
 
     private AcquireReply acquire(String lock, String owner, long leaseMillis, long floor) {
@@ -128,10 +131,15 @@ abstract class LeaseStoreContract {
     @Test
     void floorMovesTheNextTokenPastIt() {
         AcquireReply first = acquire(name, "a", 10_000, 1_000);
-        assertThat(first.token()).isEqualTo(1_001);
+        assertThat(first.token()).isGreaterThan(1_000);
         release(name, "a", first.token());
         AcquireReply second = acquire(name, "b", 10_000, 5);
-        assertThat(second.token()).as("a floor below the counter changes nothing").isEqualTo(1_002);
+        assertThat(second.token()).as("a floor below the counter changes nothing").isGreaterThan(first.token());
+        if (consecutiveTokens()) {
+            assertThat(List.of(first.token(), second.token())).containsExactly(1_001L, 1_002L);
+        }
+        AcquireReply third = acquire(name + "-high", "c", 10_000, 1L << 52);
+        assertThat(third.token()).as("a floor above server time").isEqualTo((1L << 52) + 1);
     }
 
     @Test

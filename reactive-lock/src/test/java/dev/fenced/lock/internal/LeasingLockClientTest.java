@@ -3,6 +3,7 @@ package dev.fenced.lock.internal;
 import static org.assertj.core.api.Assertions.assertThat;
 
 import dev.fenced.lock.AcquireOptions;
+import dev.fenced.lock.AmbiguousLeaseException;
 import dev.fenced.lock.FencedLease;
 import dev.fenced.lock.LeaseLostException;
 import dev.fenced.lock.LockAcquireTimeoutException;
@@ -256,8 +257,27 @@ class LeasingLockClientTest {
     @Test
     void differentNamesNestIndependently() {
         StepVerifier.create(client.withLease("a", a -> client.withLease("b", b -> FencedLease.current("a")
-                        .zipWith(FencedLease.current(), (x, y) -> x.name() + y.name()))))
+                        .zipWith(FencedLease.current("b"), (x, y) -> x.name() + y.name()))))
                 .expectNext("ab")
+                .verifyComplete();
+    }
+
+    @Test
+    void theUnnamedCurrentLeaseRefusesToGuessBetweenTwoLocks() {
+        StepVerifier.create(client.withLease("a", a -> client.withLease("b", b -> FencedLease.current())))
+                .verifyErrorSatisfies(e -> assertThat(e).isInstanceOf(AmbiguousLeaseException.class)
+                        .hasMessage("FencedLease.current() cannot tell which lease to use: the Reactor Context holds leases on "
+                                + "'a', 'b'; name the lock that guards it"));
+        StepVerifier.create(client.withLease("a", a -> client.withLease("a", again -> FencedLease.current().map(FencedLease::name))))
+                .as("one lock, nested twice, is one lease")
+                .expectNext("a")
+                .verifyComplete();
+    }
+
+    @Test
+    void aLeaseKnowsTheFullIdentityOfItsLock() {
+        StepVerifier.create(client.withLease(LOCK, lease -> Mono.just(lease.lockId())))
+                .expectNext("test:{" + LOCK + "}")
                 .verifyComplete();
     }
 
