@@ -1,10 +1,22 @@
 package dev.fenced.torture;
 
+import dev.fenced.lock.TokenScheme;
+
 /** What locks and guards the workload's writes: the library, or a control arm that the checker must flag. */
 enum Arm {
 
-    /** Fenced leases, reads claimed and writes guarded by {@code FencedWrite} (the library's default rule). */
+    /**
+     * Fenced leases with the default tokens ({@link TokenScheme#SERVER_TIME}), reads claimed and writes guarded by
+     * {@code FencedWrite} (the library's default rule).
+     */
     FENCED("fenced", false),
+
+    /**
+     * Control: as {@link #FENCED}, but with consecutive counter tokens ({@link TokenScheme#COUNTER}). When Redis's
+     * counter falls back by several grants, a newer holder gets a token below a stalled holder's, and storage
+     * accepts the stalled holder's write after the newer holder's.
+     */
+    COUNTER_TOKENS("control: counter-only tokens", true),
 
     /**
      * Control: Fenced leases, but storage accepts a token iff {@code stored <= presented}, with no owner check.
@@ -25,6 +37,11 @@ enum Arm {
 
     String label() {
         return label;
+    }
+
+    /** How this arm's lock clients mint tokens (the plain TTL lock has a grant number of its own). */
+    TokenScheme tokenScheme() {
+        return this == COUNTER_TOKENS ? TokenScheme.COUNTER : TokenScheme.SERVER_TIME;
     }
 
     /** Whether the checker must flag this arm: it is there to prove the checker can fail. */

@@ -60,6 +60,25 @@ final class Witness {
     }
 
     /**
+     * Freezes this witness's renewal thread for {@code millis}, as a stop-the-world pause would, and then thaws the
+     * grant; returns at once. Join the returned thread to wait for the thaw.
+     */
+    Thread stall(Held held, long millis) {
+        Thread thread = new Thread(() -> {
+            try {
+                locker.pause(millis);
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+            } finally {
+                held.grant().thawed();
+            }
+        }, "torture-stall-" + name);
+        thread.setDaemon(true);
+        thread.start();
+        return thread;
+    }
+
+    /**
      * Claims and reads (with a lease view that still believes it is held, if {@code believed}: the holder checked
      * its lease, then paused); empty (the operation recorded) if storage refused the claim.
      */
@@ -73,6 +92,22 @@ final class Witness {
                     believed, String.valueOf(e.getMessage()), Worker.storedOwner(e));
             return null;
         }
+    }
+
+    /**
+     * The holder wakes from a stall that came after its last check: claims, reads, writes balance + 1 and releases,
+     * all with a view of the lease that still believes it is held.
+     */
+    void wakeAndWrite(Held held) {
+        Step step = claimAndRead(held, true);
+        if (step != null) {
+            writeAndRelease(step, true);
+        }
+    }
+
+    /** Releases a grant that will not be written with, recorded as lost. */
+    void abandon(Held held, String why) {
+        finish(held, History.Outcome.LOST, History.Step.CLAIM, 0, false, why, null);
     }
 
     /** Writes balance + 1 (with a lease view that still believes it is held, if {@code believed}), releases. */
