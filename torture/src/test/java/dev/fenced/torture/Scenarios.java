@@ -27,6 +27,9 @@ final class Scenarios {
     private static final String SET_BACK = "if redis.call('EXISTS', KEYS[1]) == 0 then return -1 end "
             + "return redis.call('DECRBY', KEYS[1], ARGV[1])";
 
+    /** Failover rounds in which the new primary re-issued the paused witness's token, across runs. */
+    static final java.util.concurrent.atomic.AtomicLong REISSUED_TOKENS = new java.util.concurrent.atomic.AtomicLong();
+
     /** Rounds of scenario 9 that set the counter back, across runs. */
     static final java.util.concurrent.atomic.AtomicLong COUNTER_FALLBACKS = new java.util.concurrent.atomic.AtomicLong();
 
@@ -124,7 +127,13 @@ final class Scenarios {
         context.history.fault("failover", cutAt, System.nanoTime());
         Witness.Step newer = null;
         for (int attempt = 1; attempt <= 3 && newer == null; attempt++) {
-            newer = b.acquireClaimRead(resource, "wf" + round + "-newer-" + attempt);
+            Witness.Held held = b.acquire(resource, "wf" + round + "-newer-" + attempt);
+            if (held != null) {
+                if (paused != null && held.grant().token() == paused.grant().token()) {
+                    REISSUED_TOKENS.incrementAndGet();
+                }
+                newer = b.claimAndRead(held, false);
+            }
         }
         if (paused != null) {
             a.writeAndRelease(paused, true);
