@@ -12,17 +12,23 @@ import org.springframework.boot.context.properties.bind.DefaultValue;
  *
  * <p>Immutable and thread-safe.
  *
- * @param redisUri the Redis server ({@code redis://host:port}, or {@code redis-sentinel://host:port,...#primary}
- *     to follow failovers through Sentinel); when absent, {@code spring.data.redis.url}, else
- *     {@code spring.data.redis.host}/{@code port}, else {@code redis://127.0.0.1:6379}
- * @param clusterNodes nodes of a Redis Cluster ({@code host:port} or {@code redis://host:port}); when absent,
- *     {@code spring.data.redis.cluster.nodes}; when neither is set, the client uses one server
- *     ({@code redisUri})
+ * <p>The Redis address is, in this order: {@code fenced.cluster-nodes}; {@code fenced.redis-uri}; Spring Boot's
+ * Redis connection details (the {@code spring.data.redis.*} properties, or a {@code @ServiceConnection}
+ * container), with username, password, database, TLS, Sentinel and cluster settings, when
+ * {@code spring-boot-data-redis} is on the class path; else {@code redis://127.0.0.1:6379}.
+ *
+ * @param redisUri the Redis server in Lettuce's URI syntax ({@code redis://user:password@host:port/database},
+ *     {@code rediss://...} for TLS, or {@code redis-sentinel://host:port,...#primary} to follow failovers through
+ *     Sentinel)
+ * @param clusterNodes nodes of a Redis Cluster ({@code host:port} or {@code redis://host:port})
  * @param keyPrefix the prefix of every key the client uses; clients that must exclude each other share it
  * @param leaseTime the default lease time
  * @param renewalPeriod how often held leases are renewed; absent means a third of the lease time
  * @param maxWait how long an acquire waits for a held lock
  * @param replicaAcknowledgement how many replicas must acknowledge an acquire ({@code WAIT}); none by default
+ * @param commandTimeout how long one lock command may take; absent means the library's default (a third of the
+ *     lease time, at most 5 s). {@code spring.data.redis.timeout} is not used: it is chosen for the application's
+ *     own commands, and a lock command must time out well within the lease
  */
 @ConfigurationProperties(prefix = "fenced")
 public record FencedProperties(
@@ -32,7 +38,8 @@ public record FencedProperties(
         @Nullable Duration renewalPeriod,
         @DefaultValue("30s") Duration maxWait,
         @Nullable List<String> clusterNodes,
-        @DefaultValue ReplicaAcknowledgement replicaAcknowledgement) {
+        @DefaultValue ReplicaAcknowledgement replicaAcknowledgement,
+        @Nullable Duration commandTimeout) {
 
     /**
      * Replica acknowledgement of acquires, under {@code fenced.replica-acknowledgement}.

@@ -16,7 +16,8 @@ import reactor.core.publisher.Mono;
  * {@link LeaseLostException}; loss is never silent.
  *
  * <p>Thread-safe. {@link #lost()} signals on the thread that discovered the loss: the client's renewal
- * scheduler (a failed or refused renewal), the driver's I/O thread (a release that found the lease gone),
+ * scheduler (a failed or refused renewal), the driver's I/O thread (a release that found the lease gone, a
+ * reconnect that found another server),
  * the thread that closed the client, or the thread that called {@link #reportRejectedWrite}. Keep work done
  * there short and non-blocking.
  */

@@ -5,7 +5,7 @@ import org.jspecify.annotations.Nullable;
 
 /**
  * Receives what a lock client does, for metrics and tracing: set one with
- * {@link FencedLockClient.Builder#observer(LockObserver)}. {@link dev.fenced.lock.micrometer.MicrometerLockObserver}
+ * {@link FencedLockClientBuilder#observer(LockObserver)}. {@link dev.fenced.lock.micrometer.MicrometerLockObserver}
  * is the Micrometer implementation; without an observer nothing is recorded.
  *
  * <p>Every method has an empty default. Implementations must be thread-safe, fast and non-blocking: they

@@ -20,7 +20,14 @@ public enum LossReason {
     CLIENT_CLOSED("the lock client was closed"),
 
     /** Storage reported a newer fencing token for this lock than the lease's: another holder has written since. */
-    SUPERSEDED("storage already holds a newer fencing token");
+    SUPERSEDED("storage already holds a newer fencing token"),
+
+    /**
+     * The client reconnected to a lock service of another identity: Redis restarted, failed over to a replica
+     * or reloaded older data ({@code run_id} or {@code master_replid} changed), so it may have lost the lock.
+     * Every lease held on that server is lost at once, before a lease granted by the new one is emitted.
+     */
+    SERVER_CHANGED("the lock service restarted, failed over or lost its data (its run_id or replication id changed)");
 
     private final String description;
 

@@ -4,7 +4,7 @@ import java.time.Duration;
 
 /**
  * An acquire took the lock on the primary, but fewer replicas than
- * {@linkplain FencedLockClient.Builder#replicaAcknowledgement(int, Duration) required} acknowledged it in
+ * {@linkplain FencedLockClientBuilder#replicaAcknowledgement(int, Duration) required} acknowledged it in
  * time, so a failover could lose it. The acquire fails, and before this error is emitted the lock is
  * released again (an owner-checked release; if that fails too, its error is suppressed here and the lock
  * expires with its lease time). Retrying is safe. Immutable and thread-safe.

@@ -75,7 +75,7 @@ class FencedLockClientBuilderTest {
 
     @Test
     void renewalPeriodMustBeShorterThanTheLeaseTime() {
-        FencedLockClient.Builder builder = FencedLockClient.builder().redisUri("redis://127.0.0.1:6379")
+        FencedLockClientBuilder builder = FencedLockClient.builder().redisUri("redis://127.0.0.1:6379")
                 .leaseTime(Duration.ofSeconds(3)).renewalPeriod(Duration.ofSeconds(3));
         assertThatThrownBy(builder::build)
                 .isInstanceOf(IllegalStateException.class)
@@ -84,11 +84,41 @@ class FencedLockClientBuilderTest {
 
     @Test
     void commandTimeoutMustBeShorterThanTheLeaseTime() {
-        FencedLockClient.Builder builder = FencedLockClient.builder().redisUri("redis://127.0.0.1:6379")
+        FencedLockClientBuilder builder = FencedLockClient.builder().redisUri("redis://127.0.0.1:6379")
                 .leaseTime(Duration.ofSeconds(1)).commandTimeout(Duration.ofSeconds(2));
         assertThatThrownBy(builder::build)
                 .isInstanceOf(IllegalStateException.class)
                 .hasMessage("commandTimeout (PT2S) must be shorter than leaseTime (PT1S)");
+    }
+
+    @Test
+    void settingsThatWouldLoseEveryLeaseAreRefused() {
+        // A renewal sent at the end of its 29.8 s period may take the whole 5 s command timeout: it would land
+        // after the 30 s lease ran out, so every lease would be lost at its first renewal.
+        FencedLockClientBuilder builder = FencedLockClient.builder().redisUri("redis://127.0.0.1:6379")
+                .renewalPeriod(Duration.ofMillis(29_800));
+        assertThatThrownBy(builder::build)
+                .isInstanceOf(IllegalStateException.class)
+                .hasMessage("renewalPeriod (PT29.8S) + commandTimeout (PT5S) must be shorter than leaseTime (PT30S) less "
+                        + "the clock-drift allowance (PT0.302S): a renewal sent at the end of its period that takes the whole "
+                        + "command timeout must land before the lease runs out, or every lease is lost");
+        assertThat(FencedLockClient.builder().redisUri("redis://127.0.0.1:6379").renewalPeriod(Duration.ofSeconds(24)).build())
+                .as("24 s + 5 s < 30 s - 302 ms").isNotNull().satisfies(FencedLockClient::close);
+    }
+
+    @Test
+    void aPerCallLeaseTimeThatWouldBeLostAtItsFirstRenewalIsRefused() {
+        try (FencedLockClient client = FencedLockClient.builder().redisUri("redis://127.0.0.1:1")
+                .leaseTime(Duration.ofSeconds(30)).renewalPeriod(Duration.ofSeconds(20)).commandTimeout(Duration.ofSeconds(5))
+                .build()) {
+            // Renewed at the same ratio, 2/3 of 9 s is 6 s; 6 s + 5 s is past the 9 s lease.
+            StepVerifier.create(client.acquire("x", AcquireOptions.defaults().withLeaseTime(Duration.ofSeconds(9))))
+                    .verifyErrorSatisfies(e -> assertThat(e).isInstanceOf(IllegalArgumentException.class)
+                            .hasMessage("renewalPeriod (PT6S) + commandTimeout (PT5S) must be shorter than leaseTime (PT9S) "
+                                    + "less the clock-drift allowance (PT0.092S): a renewal sent at the end of its period that "
+                                    + "takes the whole command timeout must land before the lease runs out, or every lease "
+                                    + "is lost"));
+        }
     }
 
     @Test

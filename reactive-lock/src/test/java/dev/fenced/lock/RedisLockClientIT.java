@@ -58,7 +58,7 @@ class RedisLockClientIT {
         inspectorClient.shutdown();
     }
 
-    private FencedLockClient client(FencedLockClient.Builder builder) {
+    private FencedLockClient client(FencedLockClientBuilder builder) {
         FencedLockClient client = builder.keyPrefix(prefix).build();
         toClose.add(client);
         return client;

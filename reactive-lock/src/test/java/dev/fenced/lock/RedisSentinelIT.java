@@ -44,7 +44,7 @@ class RedisSentinelIT {
     }
 
     private FencedLockClient client(int replicas) {
-        FencedLockClient.Builder builder = FencedLockClient.builder()
+        FencedLockClientBuilder builder = FencedLockClient.builder()
                 .redisUri(group.sentinelUri())
                 .keyPrefix(prefix)
                 .leaseTime(LEASE)
@@ -89,7 +89,7 @@ class RedisSentinelIT {
 
     @Test
     void aClientPointedAtAReplicaIsWarnedAndItsAcquiresFail() throws Exception {
-        Logger checks = (Logger) LoggerFactory.getLogger("dev.fenced.lock.internal.ServerChecks");
+        Logger checks = (Logger) LoggerFactory.getLogger("dev.fenced.lock.internal.redis.ServerChecks");
         ListAppender<ILoggingEvent> warnings = new ListAppender<>();
         warnings.start();
         checks.addAppender(warnings);

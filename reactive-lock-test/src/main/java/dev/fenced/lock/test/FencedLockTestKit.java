@@ -5,7 +5,7 @@ import dev.fenced.lock.FencedLockClient;
 import dev.fenced.lock.LockServiceException;
 import dev.fenced.lock.LossReason;
 import dev.fenced.lock.internal.ClientSettings;
-import dev.fenced.lock.internal.InMemoryLeaseStore;
+import dev.fenced.lock.internal.memory.InMemoryLeaseStore;
 import dev.fenced.lock.internal.LeasingLockClient;
 import java.time.Duration;
 import java.util.List;

@@ -32,6 +32,15 @@ public record ClientSettings(
         LockObserver observer,
         TokenScheme tokenScheme) {
 
+    /** The default key prefix. */
+    public static final String DEFAULT_KEY_PREFIX = "fenced:";
+
+    /** The default lease time. */
+    public static final Duration DEFAULT_LEASE_TIME = Duration.ofSeconds(30);
+
+    /** The default maximum wait of {@code acquire(name)}. */
+    public static final Duration DEFAULT_MAX_WAIT = Duration.ofSeconds(30);
+
     private static final Duration MAX_DEFAULT_COMMAND_TIMEOUT = Duration.ofSeconds(5);
 
     /** Validates the combination and fills in the documented defaults. */
@@ -46,6 +55,46 @@ public record ClientSettings(
         if (commandTimeout.compareTo(leaseTime) >= 0) {
             throw new IllegalStateException("commandTimeout (" + commandTimeout + ") must be shorter than leaseTime (" + leaseTime + ")");
         }
+        String problem = renewalProblem(leaseTime.toNanos(), renewalPeriod.toNanos(), commandTimeout);
+        if (!problem.isEmpty()) {
+            throw new IllegalStateException(problem);
+        }
+    }
+
+    /**
+     * Describes why leases of {@code leaseNanos} renewed every {@code renewEveryNanos} would be lost: a renewal
+     * sent at the end of its period may take the whole command timeout, and must still land before the
+     * lease's local deadline (the lease time less the drift allowance). Otherwise every lease is lost at its
+     * first renewal.
+     *
+     * @param leaseNanos the lease time
+     * @param renewEveryNanos the renewal period
+     * @param commandTimeout the command timeout
+     * @return the empty string if the combination is sound, else the message
+     */
+    static String renewalProblem(long leaseNanos, long renewEveryNanos, Duration commandTimeout) {
+        long budget = leaseNanos - driftNanos(leaseNanos);
+        if (renewEveryNanos + commandTimeout.toNanos() < budget) {
+            return "";
+        }
+        return "renewalPeriod (" + Duration.ofNanos(renewEveryNanos) + ") + commandTimeout (" + commandTimeout
+                + ") must be shorter than leaseTime (" + Duration.ofNanos(leaseNanos) + ") less the clock-drift allowance ("
+                + Duration.ofNanos(driftNanos(leaseNanos)) + "): a renewal sent at the end of its period that takes the "
+                + "whole command timeout must land before the lease runs out, or every lease is lost";
+    }
+
+    /**
+     * Describes why a per-call lease time cannot be used with these settings.
+     *
+     * @param leaseTime the lease time of one acquire
+     * @return the empty string if it can, else the message
+     */
+    public String problemWithLeaseTime(Duration leaseTime) {
+        if (leaseTime.compareTo(commandTimeout) <= 0) {
+            return "leaseTime (" + leaseTime + ") must be longer than the command timeout (" + commandTimeout
+                    + "): a lease that can run out before a reply arrives cannot be renewed";
+        }
+        return renewalProblem(leaseTime.toNanos(), renewEveryNanos(leaseTime.toNanos()), commandTimeout);
     }
 
     /**

@@ -7,7 +7,8 @@ import reactor.core.publisher.Mono;
 
 /**
  * The storage of leases: what the lease lifecycle needs from Redis, and nothing more. Every method is
- * cold. Implementations: {@link RedisLeaseStore} and {@link InMemoryLeaseStore}; one contract test suite
+ * cold. Implementations: {@link dev.fenced.lock.internal.redis.RedisLeaseStore} and
+ * {@link dev.fenced.lock.internal.memory.InMemoryLeaseStore}; one contract test suite
  * checks both.
  *
  * <p>Implementations are thread-safe.
@@ -59,6 +60,24 @@ public interface LeaseStore {
      * @return the notification counts
      */
     Flux<Long> releases(String name);
+
+    /**
+     * A hot signal of servers that lost what they held: emits a description each time the store finds that
+     * the server it talks to changed identity (a restart, a failover, a reload of older data), before it
+     * emits a grant of the new server. Every lease held there may be gone. Never errors.
+     *
+     * @return the changes
+     */
+    Flux<String> serverChanges();
+
+    /**
+     * Whether the calling thread is one of the store's I/O threads, where nothing may block.
+     *
+     * @return whether it is
+     */
+    default boolean onIoThread() {
+        return false;
+    }
 
     /**
      * One round trip to the server.

@@ -22,6 +22,7 @@ import java.util.concurrent.atomic.AtomicReference;
 import java.util.function.Function;
 import org.jspecify.annotations.Nullable;
 import org.reactivestreams.Publisher;
+import reactor.core.Disposable;
 import reactor.core.publisher.Flux;
 import reactor.core.publisher.Mono;
 import reactor.core.scheduler.Scheduler;
@@ -53,6 +54,7 @@ public final class LeasingLockClient implements FencedLockClient {
     private final AtomicBoolean closed = new AtomicBoolean();
     private final Set<AcquireWaiter> waiters = ConcurrentHashMap.newKeySet();
     private final Mono<Void> closeResult;
+    private final Disposable serverChanges;
 
     private LeasingLockClient(LeaseStore store, ClientSettings settings) {
         this.store = store;
@@ -63,6 +65,14 @@ public final class LeasingLockClient implements FencedLockClient {
         this.virtualTime = scheduler.getClass().getName().equals("reactor.test.scheduler.VirtualTimeScheduler");
         this.closeResult = Mono.defer(this::doClose).cache();
         settings.observer().heldLeases(renewer::count);
+        this.serverChanges = store.serverChanges().subscribe(change -> loseAll(LossReason.SERVER_CHANGED));
+    }
+
+    /** Every held lease is lost at once: the server that held them changed. */
+    private void loseAll(LossReason reason) {
+        for (HeldLease lease : renewer.held()) {
+            lease.markLost(reason);
+        }
     }
 
     /**
@@ -97,10 +107,9 @@ public final class LeasingLockClient implements FencedLockClient {
         }
         Duration leaseTime = options.leaseTime() != null ? options.leaseTime() : settings.leaseTime();
         Duration maxWait = options.maxWait() != null ? options.maxWait() : settings.maxWait();
-        if (leaseTime.compareTo(settings.commandTimeout()) <= 0) {
-            return Mono.error(new IllegalArgumentException("leaseTime (" + leaseTime + ") must be longer than the command "
-                    + "timeout (" + settings.commandTimeout() + "): a lease that can run out before a reply arrives "
-                    + "cannot be renewed"));
+        String leaseProblem = settings.problemWithLeaseTime(leaseTime);
+        if (!leaseProblem.isEmpty()) {
+            return Mono.error(new IllegalArgumentException(leaseProblem));
         }
         long leaseNanos = leaseTime.toNanos();
         return Mono.deferContextual(ctx -> {
@@ -318,7 +327,7 @@ public final class LeasingLockClient implements FencedLockClient {
 
     @Override
     public void close() {
-        if (Schedulers.isInNonBlockingThread() || Thread.currentThread() instanceof io.netty.util.concurrent.FastThreadLocalThread) {
+        if (Schedulers.isInNonBlockingThread() || store.onIoThread()) {
             throw new IllegalStateException("close() blocks; on a non-blocking thread (" + Thread.currentThread().getName()
                     + ") subscribe to closeLater() instead");
         }
@@ -327,6 +336,7 @@ public final class LeasingLockClient implements FencedLockClient {
 
     private Mono<Void> doClose() {
         closed.set(true);
+        serverChanges.dispose();
         for (AcquireWaiter waiter : List.copyOf(waiters)) {
             waiter.fail(LockClientClosedException.of(waiter.name()));
         }

@@ -58,6 +58,11 @@ class CountingLeaseStore implements LeaseStore {
     }
 
     @Override
+    public Flux<String> serverChanges() {
+        return delegate.serverChanges();
+    }
+
+    @Override
     public Mono<Void> close() {
         return delegate.close();
     }

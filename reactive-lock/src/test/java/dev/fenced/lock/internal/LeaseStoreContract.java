@@ -15,7 +15,7 @@ import reactor.test.StepVerifier;
  * The behaviour every {@link LeaseStore} must have. Runs against the in-memory store (virtual time) and
  * the Redis store (real time), so the two cannot drift apart.
  */
-abstract class LeaseStoreContract {
+public abstract class LeaseStoreContract {
 
     protected abstract LeaseStore store();
 

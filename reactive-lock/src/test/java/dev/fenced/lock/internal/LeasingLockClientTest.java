@@ -1,5 +1,6 @@
 package dev.fenced.lock.internal;
 
+import dev.fenced.lock.internal.memory.InMemoryLeaseStore;
 import static org.assertj.core.api.Assertions.assertThat;
 
 import dev.fenced.lock.AcquireOptions;
@@ -252,6 +253,23 @@ class LeasingLockClientTest {
         StepVerifier.create(client.withLease(LOCK, outer -> client.acquire(LOCK).flatMap(FencedLease::release)))
                 .expectNext(ReleaseOutcome.RETAINED)
                 .verifyComplete();
+    }
+
+    @Test
+    void aServerThatLostItsDataLosesEveryHeldLeaseAtOnceAndCancelsTheWork() {
+        FencedLease a = acquire("a");
+        FencedLease b = acquire("b");
+        StepVerifier.withVirtualTime(() -> client.withLease("c", c -> Flux.interval(Duration.ofMillis(100), clock)),
+                        () -> clock, Long.MAX_VALUE)
+                .thenAwait(Duration.ofMillis(250))
+                .expectNextCount(2)
+                .then(memory::restart)
+                .verifyErrorSatisfies(e -> assertThat(e).isInstanceOf(LeaseLostException.class)
+                        .extracting(x -> ((LeaseLostException) x).reason()).isEqualTo(LossReason.SERVER_CHANGED));
+        assertThat(lossOf(a).reason()).isEqualTo(LossReason.SERVER_CHANGED);
+        assertThat(lossOf(b).reason()).isEqualTo(LossReason.SERVER_CHANGED);
+        assertThat(client.heldLeases()).isZero();
+        assertThat(acquire("a").isHeld()).as("the new server grants again").isTrue();
     }
 
     @Test
@@ -544,6 +562,9 @@ class LeasingLockClientTest {
 
     @Test
     void perCallLeaseTimeIsRenewedAtTheSameRatio() {
+        // A command timeout short enough for a 1.5 s lease renewed every 0.5 s (the default third of 3 s is not).
+        LeasingLockClient client = LeasingLockClient.create(store,
+                ClientSettings.of("test:", Duration.ofSeconds(3), null, Duration.ofSeconds(10), Duration.ofMillis(500), clock));
         FencedLease lease = client.acquire(LOCK, AcquireOptions.defaults().withLeaseTime(Duration.ofMillis(1_500)))
                 .block(Duration.ofSeconds(1));
         assertThat(lease).isNotNull();

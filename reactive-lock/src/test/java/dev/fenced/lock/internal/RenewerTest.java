@@ -1,5 +1,6 @@
 package dev.fenced.lock.internal;
 
+import dev.fenced.lock.internal.memory.InMemoryLeaseStore;
 import static org.assertj.core.api.Assertions.assertThat;
 
 import dev.fenced.lock.AcquireOptions;
@@ -43,7 +44,8 @@ class RenewerTest {
     private final InMemoryLeaseStore memory = new InMemoryLeaseStore(clock);
     private final RecordingStore store = new RecordingStore(memory);
     private final LeasingLockClient client = LeasingLockClient.create(store,
-            ClientSettings.of("test:", LEASE, null, Duration.ofSeconds(10), null, clock));
+            // A command timeout short enough for the 1.5 s leases some tests take (renewed every 0.5 s).
+            ClientSettings.of("test:", LEASE, null, Duration.ofSeconds(10), Duration.ofMillis(500), clock));
 
     @AfterEach
     void tearDown() {

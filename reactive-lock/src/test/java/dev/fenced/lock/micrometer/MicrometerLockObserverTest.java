@@ -1,5 +1,6 @@
 package dev.fenced.lock.micrometer;
 
+import dev.fenced.lock.internal.memory.InMemoryLeaseStore;
 import static io.micrometer.observation.tck.TestObservationRegistryAssert.assertThat;
 import static org.assertj.core.api.Assertions.assertThat;
 
@@ -8,7 +9,6 @@ import dev.fenced.lock.FencedLease;
 import dev.fenced.lock.LockAcquireTimeoutException;
 import dev.fenced.lock.StaleFencingTokenException;
 import dev.fenced.lock.internal.ClientSettings;
-import dev.fenced.lock.internal.InMemoryLeaseStore;
 import dev.fenced.lock.internal.LeasingLockClient;
 import io.micrometer.core.instrument.simple.SimpleMeterRegistry;
 import io.micrometer.observation.tck.TestObservationRegistry;

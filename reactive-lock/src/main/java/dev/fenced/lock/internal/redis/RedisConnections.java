@@ -1,4 +1,4 @@
-package dev.fenced.lock.internal;
+package dev.fenced.lock.internal.redis;
 
 import io.lettuce.core.cluster.api.reactive.RedisClusterReactiveCommands;
 import org.jspecify.annotations.Nullable;
@@ -70,6 +70,15 @@ interface RedisConnections {
     ServerInfo server();
 
     /**
+     * Completes once the server that answers now has been compared with the one of the first connect: at once
+     * while connected, and after a reconnect once {@code INFO} has answered (or failed). Grants are emitted only
+     * after it, so a change of server is reported before a lease granted by the new one.
+     *
+     * @return completion, never an error
+     */
+    Mono<Void> verified();
+
+    /**
      * Whether release notifications use sharded pub/sub ({@code SPUBLISH}/{@code SSUBSCRIBE}): on a
      * cluster of Redis 7 or later, where a plain {@code PUBLISH} is broadcast to every node.
      *
@@ -105,11 +114,24 @@ interface RedisConnections {
      *
      * @param version the {@code redis_version} (Valkey reports a compatible one), or the empty string
      * @param role {@code master}, {@code slave} or the empty string if unknown
+     * @param runId the {@code run_id}, new at every start of the server, or the empty string
+     * @param replicationId the {@code master_replid}, new when the server starts without the data of its last
+     *     run or becomes a primary in a failover, or the empty string
      */
-    record ServerInfo(String version, String role) {
+    record ServerInfo(String version, String role, String runId, String replicationId) {
 
         /** Nothing known yet. */
-        static final ServerInfo UNKNOWN = new ServerInfo("", "");
+        static final ServerInfo UNKNOWN = new ServerInfo("", "", "", "");
+
+        /**
+         * Version and role only.
+         *
+         * @param version the version
+         * @param role the role
+         */
+        ServerInfo(String version, String role) {
+            this(version, role, "", "");
+        }
 
         /**
          * Parses the {@code INFO server} and {@code INFO replication} sections.
@@ -120,16 +142,40 @@ interface RedisConnections {
         static ServerInfo parse(@Nullable String info) {
             String version = "";
             String role = "";
+            String runId = "";
+            String replicationId = "";
             if (info != null) {
                 for (String line : info.split("\r?\n")) {
-                    if (line.startsWith("redis_version:")) {
-                        version = line.substring("redis_version:".length()).trim();
-                    } else if (line.startsWith("role:")) {
-                        role = line.substring("role:".length()).trim();
+                    int colon = line.indexOf(':');
+                    String value = colon < 0 ? "" : line.substring(colon + 1).trim();
+                    switch (colon < 0 ? "" : line.substring(0, colon)) {
+                        case "redis_version" -> version = value;
+                        case "role" -> role = value;
+                        case "run_id" -> runId = value;
+                        case "master_replid" -> replicationId = value;
+                        default -> { }
                     }
                 }
             }
-            return new ServerInfo(version, role);
+            return new ServerInfo(version, role, runId, replicationId);
+        }
+
+        /**
+         * How this server differs from {@code earlier} in identity: another process ({@code run_id}) or another
+         * replication history ({@code master_replid}). Either means that the locks {@code earlier} held may be
+         * gone: a restart, a failover, a reload of older data.
+         *
+         * @param earlier what the server said before
+         * @return a description of the change, or the empty string when the identity is the same or unknown
+         */
+        String identityChangeFrom(ServerInfo earlier) {
+            if (!earlier.runId.isEmpty() && !runId.isEmpty() && !earlier.runId.equals(runId)) {
+                return "run_id changed from " + earlier.runId + " to " + runId;
+            }
+            if (!earlier.replicationId.isEmpty() && !replicationId.isEmpty() && !earlier.replicationId.equals(replicationId)) {
+                return "master_replid changed from " + earlier.replicationId + " to " + replicationId;
+            }
+            return "";
         }
 
         /**
@@ -165,5 +211,14 @@ interface RedisConnections {
          * @param channel the channel
          */
         void unsubscribed(String channel);
+
+        /**
+         * The command connection reconnected to a server of another identity (restarted, failed over, or
+         * reloaded): every lock the earlier server held may be gone. Called before
+         * {@link RedisConnections#verified()} completes.
+         *
+         * @param change what changed, for messages
+         */
+        void serverChanged(String change);
     }
 }

@@ -1,11 +1,14 @@
-package dev.fenced.lock.internal;
+package dev.fenced.lock.internal.redis;
 
 import io.lettuce.core.AbstractRedisClient;
 import io.lettuce.core.ClientOptions;
+import io.lettuce.core.RedisChannelHandler;
+import io.lettuce.core.RedisConnectionStateListener;
 import io.lettuce.core.SocketOptions;
 import io.lettuce.core.TimeoutOptions;
 import io.lettuce.core.api.StatefulConnection;
 import io.lettuce.core.cluster.api.reactive.RedisClusterReactiveCommands;
+import java.net.SocketAddress;
 import java.time.Duration;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CompletionStage;
@@ -28,13 +31,27 @@ abstract class BaseConnections<C extends StatefulConnection<String, String>, P e
 
     private static final Logger log = Loggers.getLogger(BaseConnections.class);
 
+    /** How long reading INFO may take before the server is taken as unknown. */
+    private static final Duration INSPECT_TIMEOUT = Duration.ofSeconds(5);
+
     private final AbstractRedisClient client;
     private final boolean ownsClient;
     private final String keyPrefix;
     private final LazyConnection<C> commands;
     private final LazyConnection<C> acknowledged;
     private final LazyConnection<P> pubSub;
+    private final RedisConnections.Listener listener;
+    private final RedisConnectionStateListener reconnects = new RedisConnectionStateListener() {
+        @Override
+        public void onRedisConnected(RedisChannelHandler<?, ?> connection, SocketAddress address) {
+            C current = commands.current();
+            if (current != null && current == (Object) connection) {
+                reinspect(current);
+            }
+        }
+    };
     private volatile ServerInfo server = ServerInfo.UNKNOWN;
+    private volatile CompletableFuture<Void> verified = CompletableFuture.completedFuture(null);
 
     /**
      * @param client the Lettuce client
@@ -50,10 +67,15 @@ abstract class BaseConnections<C extends StatefulConnection<String, String>, P e
         this.client = client;
         this.ownsClient = ownsClient;
         this.keyPrefix = keyPrefix;
+        this.listener = listener;
         this.commands = new LazyConnection<>(() -> connectCommands.get().toCompletableFuture().thenCompose(this::inspect));
         this.acknowledged = new LazyConnection<>(() -> connectCommands.get().toCompletableFuture());
         this.pubSub = new LazyConnection<>(() -> connectPubSub.get().toCompletableFuture()
                 .thenApply(c -> listen(c, listener)));
+        if (!cluster()) {
+            // One server: its identity is the identity of the lock service. (A cluster's nodes each have one.)
+            client.addListener(reconnects);
+        }
     }
 
     /** The reactive commands of a command connection. */
@@ -116,15 +138,15 @@ abstract class BaseConnections<C extends StatefulConnection<String, String>, P e
         return server;
     }
 
+    @Override
+    public final Mono<Void> verified() {
+        CompletableFuture<Void> gate = verified;
+        return gate.isDone() ? Mono.empty() : Mono.fromFuture(gate, true);
+    }
+
     private CompletableFuture<C> inspect(C connection) {
         RedisClusterReactiveCommands<String, String> r = reactive(connection);
-        // One INFO per section: servers before Redis 7 take only one.
-        return Mono.zip(r.info("server"), r.info("replication"), (a, b) -> a + "\n" + b)
-                .map(ServerInfo::parse)
-                .onErrorResume(e -> {
-                    log.debug("Cannot read INFO (not allowed?): {}", e.toString());
-                    return Mono.just(ServerInfo.UNKNOWN);
-                })
+        return read(r)
                 .doOnNext(info -> {
                     server = info;
                     ServerChecks.warnIfUnsafe(r, info, keyPrefix);
@@ -133,8 +155,47 @@ abstract class BaseConnections<C extends StatefulConnection<String, String>, P e
                 .toFuture();
     }
 
+    /** INFO of the server, or {@link ServerInfo#UNKNOWN} when it cannot be read. */
+    private static Mono<ServerInfo> read(RedisClusterReactiveCommands<String, String> r) {
+        // One INFO per section: servers before Redis 7 take only one.
+        return Mono.zip(r.info("server"), r.info("replication"), (a, b) -> a + "\n" + b)
+                .map(ServerInfo::parse)
+                .timeout(INSPECT_TIMEOUT)
+                .onErrorResume(e -> {
+                    log.debug("Cannot read INFO (not allowed?): {}", e.toString());
+                    return Mono.just(ServerInfo.UNKNOWN);
+                });
+    }
+
+    /**
+     * After a reconnect: compares the server with the one before, and reports a change of identity before
+     * {@link #verified()} lets a grant of the new server through.
+     */
+    private void reinspect(C connection) {
+        CompletableFuture<Void> gate = new CompletableFuture<>();
+        verified = gate;
+        ServerInfo earlier = server;
+        read(reactive(connection)).subscribe(info -> {
+            try {
+                if (info != ServerInfo.UNKNOWN) {
+                    server = info;
+                    String change = info.identityChangeFrom(earlier);
+                    if (!change.isEmpty()) {
+                        log.warn("The Redis server for locks changed after a reconnect ({}): it may have lost every lock, "
+                                + "so every lease held there is reported lost", change);
+                        listener.serverChanged(change);
+                    }
+                }
+            } finally {
+                gate.complete(null);
+            }
+        }, e -> gate.complete(null), () -> gate.complete(null));
+    }
+
     @Override
     public final Mono<Void> close() {
+        client.removeListener(reconnects);
+        verified.complete(null);
         Mono<Void> connections = Mono.when(commands.close(), acknowledged.close(), pubSub.close());
         if (!ownsClient) {
             return connections;

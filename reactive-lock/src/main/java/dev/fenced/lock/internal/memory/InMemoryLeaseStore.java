@@ -1,5 +1,6 @@
-package dev.fenced.lock.internal;
+package dev.fenced.lock.internal.memory;
 
+import dev.fenced.lock.internal.LeaseStore;
 import dev.fenced.lock.LockServiceException;
 import java.time.Duration;
 import java.util.ArrayList;
@@ -34,6 +35,7 @@ public final class InMemoryLeaseStore implements LeaseStore {
     private final Map<String, Channel> channels = new HashMap<>();
     private final Map<String, List<Long>> issued = new HashMap<>();
     private final java.util.Deque<Mono<AcquireReply>> nextAcquireReplies = new java.util.ArrayDeque<>();
+    private final Sinks.Many<String> serverChanges = Sinks.many().multicast().directBestEffort();
     private volatile boolean unavailable;
     private volatile Duration replyDelay = Duration.ZERO;
     private final @Nullable Duration commandTimeout;
@@ -132,6 +134,23 @@ public final class InMemoryLeaseStore implements LeaseStore {
             }
             return channel.counts.asFlux();
         });
+    }
+
+    @Override
+    public Flux<String> serverChanges() {
+        return serverChanges.asFlux();
+    }
+
+    /**
+     * Restarts the store as a Redis without persistence restarts: every lock and token counter is gone, and
+     * the change of server is reported (as the Redis store reports a changed {@code run_id} on reconnect).
+     */
+    public void restart() {
+        synchronized (this) {
+            locks.clear();
+            counters.clear();
+        }
+        serverChanges.tryEmitNext("restarted (simulated)");
     }
 
     @Override

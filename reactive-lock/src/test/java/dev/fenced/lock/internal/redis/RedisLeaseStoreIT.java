@@ -1,5 +1,8 @@
-package dev.fenced.lock.internal;
+package dev.fenced.lock.internal.redis;
 
+import dev.fenced.lock.internal.ClientSettings;
+import dev.fenced.lock.internal.LeaseStore;
+import dev.fenced.lock.internal.LeaseStoreContract;
 import static org.assertj.core.api.Assertions.assertThat;
 
 import dev.fenced.lock.TokenScheme;
@@ -35,7 +38,7 @@ class RedisLeaseStoreIT extends LeaseStoreContract {
     void connect(RedisServer redis) {
         settings = ClientSettings.of("it-" + UUID.randomUUID() + ":", Duration.ofSeconds(30), null, Duration.ofSeconds(30), null, null)
                 .withTokenScheme(scheme());
-        store = RedisLeaseStore.owned(RedisURI.create(redis.uri()), settings);
+        store = RedisLeaseStore.open(new RedisTarget.Server(RedisURI.create(redis.uri())), settings, ReplicaAcks.NONE);
         adminClient = RedisClient.create(redis.uri());
         admin = adminClient.connect().sync();
     }

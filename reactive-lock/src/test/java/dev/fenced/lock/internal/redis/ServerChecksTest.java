@@ -1,8 +1,8 @@
-package dev.fenced.lock.internal;
+package dev.fenced.lock.internal.redis;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
-import dev.fenced.lock.internal.RedisConnections.ServerInfo;
+import dev.fenced.lock.internal.redis.RedisConnections.ServerInfo;
 import org.junit.jupiter.api.Test;
 
 class ServerChecksTest {

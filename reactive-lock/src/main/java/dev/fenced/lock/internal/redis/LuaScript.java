@@ -1,4 +1,4 @@
-package dev.fenced.lock.internal;
+package dev.fenced.lock.internal.redis;
 
 import java.io.IOException;
 import java.io.InputStream;

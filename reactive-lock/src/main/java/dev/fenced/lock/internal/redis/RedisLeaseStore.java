@@ -1,5 +1,8 @@
-package dev.fenced.lock.internal;
+package dev.fenced.lock.internal.redis;
 
+import dev.fenced.lock.internal.ClientSettings;
+import dev.fenced.lock.internal.KeyLayout;
+import dev.fenced.lock.internal.LeaseStore;
 import dev.fenced.lock.LockServiceException;
 import dev.fenced.lock.ReplicaAcknowledgementException;
 import dev.fenced.lock.TokenScheme;
@@ -58,6 +61,7 @@ public final class RedisLeaseStore implements LeaseStore {
     private final ReplicaAcks acks;
     private final boolean serverTimeTokens;
     private final Map<String, ChannelWatch> watches = new ConcurrentHashMap<>();
+    private final Sinks.Many<String> serverChanges = Sinks.many().multicast().directBestEffort();
     // Read here, on the thread that builds the client: reading resources on an event loop would block it.
     private final LuaScript acquireScript = LuaScript.ACQUIRE;
     private final LuaScript renewScript = LuaScript.RENEW;
@@ -82,75 +86,40 @@ public final class RedisLeaseStore implements LeaseStore {
             public void unsubscribed(String channel) {
                 resubscribe(channel);
             }
+
+            @Override
+            public void serverChanged(String change) {
+                serverChanges.tryEmitNext(change);
+            }
         });
     }
 
     /**
-     * A store on a Lettuce client it creates and owns, for one server ({@code redis://}) or a Sentinel
-     * group ({@code redis-sentinel://}): commands are rejected while disconnected (never buffered), and
-     * time out after the command timeout.
+     * A store on the given deployment. A Lettuce client the store creates rejects commands while
+     * disconnected (never buffers them) and times them out after the command timeout; a shared client keeps
+     * its own options, and the store still fails fast while disconnected and times commands out itself.
      *
-     * @param uri the server, or the Sentinels and the primary's name
+     * @param target the deployment and who owns its Lettuce client
      * @param settings the client settings
      * @param acks the replica acknowledgement required of an acquire
      * @return the store
      */
-    public static RedisLeaseStore owned(RedisURI uri, ClientSettings settings, ReplicaAcks acks) {
-        return new RedisLeaseStore(settings, acks,
-                listener -> StandaloneConnections.owned(uri, settings.commandTimeout(), settings.keyPrefix(), listener));
-    }
-
-    /**
-     * A store on a Lettuce client it creates and owns, without replica acknowledgement.
-     *
-     * @param uri the server
-     * @param settings the client settings
-     * @return the store
-     */
-    public static RedisLeaseStore owned(RedisURI uri, ClientSettings settings) {
-        return owned(uri, settings, ReplicaAcks.NONE);
-    }
-
-    /**
-     * A store on a Lettuce client shared with the application, which keeps its own options; lock
-     * commands still fail fast while the connection is down and time out after the command timeout.
-     *
-     * @param client the Lettuce client, left open on close
-     * @param uri the server, or the Sentinels and the primary's name
-     * @param settings the client settings
-     * @param acks the replica acknowledgement required of an acquire
-     * @return the store
-     */
-    public static RedisLeaseStore shared(RedisClient client, RedisURI uri, ClientSettings settings, ReplicaAcks acks) {
-        return new RedisLeaseStore(settings, acks,
-                listener -> StandaloneConnections.shared(client, uri, settings.keyPrefix(), listener));
-    }
-
-    /**
-     * A store on a Redis Cluster, through a cluster client it creates and owns (topology refreshed on
-     * redirections, reconnects and every 30 seconds).
-     *
-     * @param seeds one or more nodes of the cluster
-     * @param settings the client settings
-     * @param acks the replica acknowledgement required of an acquire
-     * @return the store
-     */
-    public static RedisLeaseStore cluster(List<RedisURI> seeds, ClientSettings settings, ReplicaAcks acks) {
-        return new RedisLeaseStore(settings, acks,
-                listener -> ClusterConnections.owned(seeds, settings.commandTimeout(), settings.keyPrefix(), listener));
-    }
-
-    /**
-     * A store on a Redis Cluster, through a cluster client shared with the application.
-     *
-     * @param client the cluster client, left open on close
-     * @param settings the client settings
-     * @param acks the replica acknowledgement required of an acquire
-     * @return the store
-     */
-    public static RedisLeaseStore sharedCluster(RedisClusterClient client, ClientSettings settings, ReplicaAcks acks) {
-        return new RedisLeaseStore(settings, acks,
-                listener -> ClusterConnections.shared(client, settings.keyPrefix(), listener));
+    public static RedisLeaseStore open(RedisTarget target, ClientSettings settings, ReplicaAcks acks) {
+        Duration timeout = settings.commandTimeout();
+        String prefix = settings.keyPrefix();
+        return new RedisLeaseStore(settings, acks, listener -> {
+            // One case per kind of target (a switch over the sealed type needs Java 21).
+            if (target instanceof RedisTarget.Server server) {
+                return StandaloneConnections.owned(server.uri(), timeout, prefix, listener);
+            }
+            if (target instanceof RedisTarget.SharedServer shared) {
+                return StandaloneConnections.shared(shared.client(), shared.uri(), prefix, listener);
+            }
+            if (target instanceof RedisTarget.Cluster cluster) {
+                return ClusterConnections.owned(cluster.seeds(), timeout, prefix, listener);
+            }
+            return ClusterConnections.shared(((RedisTarget.SharedCluster) target).client(), prefix, listener);
+        });
     }
 
     @Override
@@ -159,7 +128,8 @@ public final class RedisLeaseStore implements LeaseStore {
         String[] scriptKeys = {lockKey, keys.fenceKey(name)};
         String[] args = {owner, Long.toString(leaseMillis), Long.toString(floor), serverTimeTokens ? "1" : ""};
         if (!acks.required()) {
-            return evalList(acquireScript, scriptKeys, args, name, "acquire").map(RedisLeaseStore::acquireReply);
+            return evalList(acquireScript, scriptKeys, args, name, "acquire").map(RedisLeaseStore::acquireReply)
+                    .flatMap(this::verified);
         }
         // The script and WAIT on one connection: WAIT counts the replicas that have this client's last write.
         return run(name, "acquire", connections.acknowledgedCommandsAt(lockKey), r -> this.<List<Long>>eval(
@@ -169,7 +139,18 @@ public final class RedisLeaseStore implements LeaseStore {
                         : r.waitForReplication(acks.replicas(), acks.timeout().toMillis())
                                 .flatMap(acknowledged -> acknowledged >= acks.replicas() ? Mono.just(reply)
                                         : unacknowledged(name, owner, reply.token(), acknowledged))),
-                commandTimeout.plus(acks.timeout()));
+                commandTimeout.plus(acks.timeout()))
+                .flatMap(this::verified);
+    }
+
+    /** A grant, once a change of server found after a reconnect has been reported (at once while connected). */
+    private Mono<AcquireReply> verified(AcquireReply reply) {
+        return reply.acquired() ? connections.verified().thenReturn(reply) : Mono.just(reply);
+    }
+
+    @Override
+    public Flux<String> serverChanges() {
+        return serverChanges.asFlux();
     }
 
     /** Releases an acquire too few replicas acknowledged, then fails with that: the lock is free when the error arrives. */
@@ -321,6 +302,12 @@ public final class RedisLeaseStore implements LeaseStore {
                     connections.shardedPubSub() ? "1" : ""};
             return eval(r, releaseScript, ScriptOutputType.INTEGER, scriptKeys, args);
         }).map(deleted -> Long.valueOf(1L).equals(deleted));
+    }
+
+    @Override
+    public boolean onIoThread() {
+        // Lettuce runs on Netty's event loops.
+        return Thread.currentThread() instanceof io.netty.util.concurrent.FastThreadLocalThread;
     }
 
     @Override

@@ -1,5 +1,7 @@
-package dev.fenced.lock.internal;
+package dev.fenced.lock.internal.memory;
 
+import dev.fenced.lock.internal.LeaseStore;
+import dev.fenced.lock.internal.LeaseStoreContract;
 import java.time.Duration;
 import org.junit.jupiter.api.AfterEach;
 import reactor.test.scheduler.VirtualTimeScheduler;

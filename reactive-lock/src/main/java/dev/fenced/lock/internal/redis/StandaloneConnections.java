@@ -1,4 +1,4 @@
-package dev.fenced.lock.internal;
+package dev.fenced.lock.internal.redis;
 
 import io.lettuce.core.ClientOptions;
 import io.lettuce.core.RedisClient;

@@ -1,0 +1,286 @@
+package dev.fenced.lock;
+
+import dev.fenced.lock.internal.ClientSettings;
+import dev.fenced.lock.internal.KeyLayout;
+import dev.fenced.lock.internal.LeasingLockClient;
+import dev.fenced.lock.internal.redis.RedisLeaseStore;
+import dev.fenced.lock.internal.redis.RedisTarget;
+import dev.fenced.lock.internal.redis.ReplicaAcks;
+import io.lettuce.core.RedisClient;
+import io.lettuce.core.RedisURI;
+import io.lettuce.core.cluster.RedisClusterClient;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Objects;
+import org.jspecify.annotations.Nullable;
+import reactor.core.scheduler.Scheduler;
+
+/**
+ * Builds a {@link FencedLockClient}. Every setter validates its argument at once and documents its
+ * default; {@link #build()} copies the settings, so a builder may be reused.
+ *
+ * <p>Not thread-safe.
+ */
+public final class FencedLockClientBuilder {
+
+    private @Nullable RedisTarget target;
+    private ReplicaAcks replicaAcks = ReplicaAcks.NONE;
+    private String keyPrefix = ClientSettings.DEFAULT_KEY_PREFIX;
+    private Duration leaseTime = ClientSettings.DEFAULT_LEASE_TIME;
+    private @Nullable Duration renewalPeriod;
+    private Duration maxWait = ClientSettings.DEFAULT_MAX_WAIT;
+    private @Nullable Duration commandTimeout;
+    private @Nullable Scheduler scheduler;
+    private LockObserver observer = LockObserver.NONE;
+    private TokenScheme tokenScheme = TokenScheme.SERVER_TIME;
+
+    FencedLockClientBuilder() {
+    }
+
+    /**
+     * The Redis server to use, as a URI such as {@code redis://127.0.0.1:6379} (Lettuce's URI syntax).
+     * A Sentinel URI such as {@code redis-sentinel://10.0.0.1:26379,10.0.0.2:26379#mymaster} makes the
+     * client ask the Sentinels for the primary on every (re)connect, so it follows a failover. The
+     * client creates and owns a Lettuce {@code RedisClient} and shuts it down on close. One of this,
+     * {@link #redisClient(RedisClient, RedisURI)}, {@link #redisCluster(String...)} or
+     * {@link #redisClusterClient(RedisClusterClient)} is required; the last one set wins.
+     *
+     * @param uri the URI
+     * @return this builder
+     * @throws IllegalArgumentException if the URI cannot be parsed
+     */
+    public FencedLockClientBuilder redisUri(String uri) {
+        Objects.requireNonNull(uri, "uri must not be null");
+        try {
+            return redisUri(RedisURI.create(uri));
+        } catch (RuntimeException e) {
+            throw new IllegalArgumentException("Not a valid Redis URI: '" + uri + "': " + e.getMessage(), e);
+        }
+    }
+
+    /**
+     * The Redis server to use, as a Lettuce {@link RedisURI}; the client owns the Lettuce client it
+     * creates for it.
+     *
+     * @param uri the URI
+     * @return this builder
+     */
+    public FencedLockClientBuilder redisUri(RedisURI uri) {
+        Objects.requireNonNull(uri, "uri must not be null");
+        this.target = new RedisTarget.Server(uri);
+        return this;
+    }
+
+    /**
+     * Shares an existing Lettuce client (and its event loops) and connects it to {@code uri}. The
+     * lock client opens its own connections on it, applies its own command timeout, and leaves the
+     * Lettuce client open on close.
+     *
+     * @param client the Lettuce client
+     * @param uri the server to connect to
+     * @return this builder
+     */
+    public FencedLockClientBuilder redisClient(RedisClient client, RedisURI uri) {
+        Objects.requireNonNull(client, "client must not be null");
+        Objects.requireNonNull(uri, "uri must not be null");
+        this.target = new RedisTarget.SharedServer(client, uri);
+        return this;
+    }
+
+    /**
+     * A Redis Cluster, given by one or more of its nodes ({@code redis://host:port}); the client discovers
+     * the others. The client creates and owns a Lettuce {@code RedisClusterClient} that refreshes its view
+     * of the cluster on redirections, reconnects and every 30 seconds. All keys of a lock share a hash
+     * slot, so each lock lives on one node; locks spread over the nodes by name.
+     *
+     * @param seedUris at least one node URI
+     * @return this builder
+     * @throws IllegalArgumentException if there is none, or one cannot be parsed
+     */
+    public FencedLockClientBuilder redisCluster(String... seedUris) {
+        Objects.requireNonNull(seedUris, "seedUris must not be null");
+        if (seedUris.length == 0) {
+            throw new IllegalArgumentException("At least one cluster node URI is required");
+        }
+        List<RedisURI> seeds = new ArrayList<>();
+        for (String uri : seedUris) {
+            Objects.requireNonNull(uri, "a seed URI must not be null");
+            try {
+                seeds.add(RedisURI.create(uri));
+            } catch (RuntimeException e) {
+                throw new IllegalArgumentException("Not a valid Redis URI: '" + uri + "': " + e.getMessage(), e);
+            }
+        }
+        this.target = new RedisTarget.Cluster(seeds);
+        return this;
+    }
+
+    /**
+     * Shares an existing Lettuce cluster client (and its event loops and topology). The lock client opens
+     * its own connections on it, applies its own command timeout, and leaves the Lettuce client open on
+     * close. Give the cluster client adaptive topology refresh so that it follows reshards and failovers.
+     *
+     * @param client the Lettuce cluster client
+     * @return this builder
+     */
+    public FencedLockClientBuilder redisClusterClient(RedisClusterClient client) {
+        Objects.requireNonNull(client, "client must not be null");
+        this.target = new RedisTarget.SharedCluster(client);
+        return this;
+    }
+
+    /**
+     * Requires {@code replicas} replicas to acknowledge every acquire before the lease is emitted: after
+     * the acquire script the client sends {@code WAIT replicas timeout} on a connection of its own, and
+     * fails the acquire with {@link ReplicaAcknowledgementException} (releasing the lock again) when
+     * fewer acknowledge in time. Default: none.
+     *
+     * <p>This narrows the window in which a failover loses a lock or its token counter; it does not close
+     * it ({@code WAIT} does not make Redis strongly consistent: a replica that acknowledged can still lose
+     * the race to be promoted, and renewals are not acknowledged). What keeps data safe across any
+     * failover is the storage-side token check (the fence table of {@code r2dbc-fencing}).
+     *
+     * @param replicas at least 1
+     * @param timeout how long to wait for the replicas: positive, shorter than the command timeout (checked by
+     *     {@link #build()}); it adds to the latency of every acquire when a replica is slow
+     * @return this builder
+     */
+    public FencedLockClientBuilder replicaAcknowledgement(int replicas, Duration timeout) {
+        if (replicas < 1) {
+            throw new IllegalArgumentException("replicas must be at least 1, was " + replicas);
+        }
+        Durations.requirePositive(timeout, "timeout", AcquireOptions.MAX_LEASE_TIME);
+        this.replicaAcks = new ReplicaAcks(replicas, timeout);
+        return this;
+    }
+
+    /**
+     * The prefix of every key and channel this client uses. Default {@code "fenced:"}. Clients that
+     * must exclude each other use the same prefix.
+     *
+     * @param keyPrefix at most 256 characters, without braces or control characters; may be empty
+     * @return this builder
+     */
+    public FencedLockClientBuilder keyPrefix(String keyPrefix) {
+        this.keyPrefix = KeyLayout.requireValidPrefix(keyPrefix);
+        return this;
+    }
+
+    /**
+     * The default lease time: how long a lease stays valid without renewal. Default 30 seconds.
+     *
+     * @param leaseTime at least 10 ms and at most one day
+     * @return this builder
+     */
+    public FencedLockClientBuilder leaseTime(Duration leaseTime) {
+        this.leaseTime = Durations.requireLeaseTime(leaseTime, "leaseTime");
+        return this;
+    }
+
+    /**
+     * How often a held lease with the default lease time is renewed. Default: a third of the lease
+     * time. Leases with a per-call lease time are renewed at the same ratio.
+     *
+     * @param renewalPeriod positive and shorter than the lease time (checked by {@link #build()})
+     * @return this builder
+     */
+    public FencedLockClientBuilder renewalPeriod(Duration renewalPeriod) {
+        this.renewalPeriod = Durations.requirePositive(renewalPeriod, "renewalPeriod", AcquireOptions.MAX_LEASE_TIME);
+        return this;
+    }
+
+    /**
+     * How long {@link FencedLockClient#acquire(String)} waits for a held lock before failing with
+     * {@link LockAcquireTimeoutException}. Default 30 seconds. Zero makes a single attempt.
+     *
+     * @param maxWait between zero and one day
+     * @return this builder
+     */
+    public FencedLockClientBuilder maxWait(Duration maxWait) {
+        this.maxWait = Durations.requireWait(maxWait, "maxWait");
+        return this;
+    }
+
+    /**
+     * How long a Redis command may take before it fails with {@link LockServiceException}. Default: a
+     * third of the lease time, at most 5 seconds, so that a renewal that hangs is retried before the
+     * lease runs out. Connecting (on first use, and after the connection was lost) may take the command
+     * timeout but at least 5 seconds.
+     *
+     * @param commandTimeout positive and shorter than the lease time (checked by {@link #build()})
+     * @return this builder
+     */
+    public FencedLockClientBuilder commandTimeout(Duration commandTimeout) {
+        this.commandTimeout = Durations.requirePositive(commandTimeout, "commandTimeout", AcquireOptions.MAX_LEASE_TIME);
+        return this;
+    }
+
+    /**
+     * The scheduler that runs renewals, wait timers and timeouts. Lease deadlines use the monotonic
+     * {@link System#nanoTime()}, except on Reactor's {@code VirtualTimeScheduler}, whose virtual time is the
+     * clock (so tests of renewal and expiry take no real time). Default: a new single daemon thread per
+     * client, disposed on close. An injected scheduler is not disposed.
+     *
+     * @param scheduler the scheduler
+     * @return this builder
+     */
+    public FencedLockClientBuilder scheduler(Scheduler scheduler) {
+        this.scheduler = Objects.requireNonNull(scheduler, "scheduler must not be null");
+        return this;
+    }
+
+    /**
+     * Where the client reports acquires, renewals, losses and rejected writes, for metrics and tracing.
+     * Default {@link LockObserver#NONE}. For Micrometer:
+     * {@code observer(MicrometerLockObserver.builder(meterRegistry).build())}.
+     *
+     * @param observer the observer
+     * @return this builder
+     */
+    public FencedLockClientBuilder observer(LockObserver observer) {
+        this.observer = Objects.requireNonNull(observer, "observer must not be null");
+        return this;
+    }
+
+    /**
+     * How fencing tokens are minted. Default {@link TokenScheme#SERVER_TIME}: after Redis loses a lock's
+     * token counter, the next token is still above every earlier one. {@link TokenScheme#COUNTER} gives
+     * consecutive tokens from 1 instead, with the window that {@link TokenScheme#COUNTER} describes. Clients
+     * that share a key prefix may use different schemes: either way the next token exceeds the counter.
+     *
+     * @param tokenScheme the scheme
+     * @return this builder
+     */
+    public FencedLockClientBuilder tokenScheme(TokenScheme tokenScheme) {
+        this.tokenScheme = Objects.requireNonNull(tokenScheme, "tokenScheme must not be null");
+        return this;
+    }
+
+    /**
+     * Builds the client. No connection is made until the first command needs one.
+     *
+     * @return a new client
+     * @throws IllegalStateException if no Redis address was given, the renewal period or command timeout
+     *     is not shorter than the lease time, or the replica acknowledgement timeout not shorter than the
+     *     command timeout
+     */
+    public FencedLockClient build() {
+        RedisTarget where = target;
+        if (where == null) {
+            throw new IllegalStateException("A Redis address is required: call redisUri(...), redisClient(...), "
+                    + "redisCluster(...) or redisClusterClient(...)");
+        }
+        ClientSettings settings = ClientSettings.of(keyPrefix, leaseTime, renewalPeriod, maxWait, commandTimeout, scheduler)
+                .withObserver(observer)
+                .withTokenScheme(tokenScheme);
+        if (replicaAcks.timeout().compareTo(settings.commandTimeout()) >= 0) {
+            if (settings.ownsScheduler()) {
+                settings.scheduler().dispose();
+            }
+            throw new IllegalStateException("The replica acknowledgement timeout (" + replicaAcks.timeout()
+                    + ") must be shorter than the command timeout (" + settings.commandTimeout() + "): WAIT is a command");
+        }
+        return LeasingLockClient.create(RedisLeaseStore.open(where, settings, replicaAcks), settings);
+    }
+}
