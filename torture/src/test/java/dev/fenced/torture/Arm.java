@@ -1,14 +1,34 @@
 package dev.fenced.torture;
 
+import dev.fenced.lock.TokenScheme;
+
 /** What locks and guards the workload's writes: the library, or a control arm that the checker must flag. */
 enum Arm {
 
-    /** Fenced leases, reads claimed and writes guarded by {@code FencedWrite} (the library's default rule). */
+    /**
+     * Fenced leases with the default tokens ({@link TokenScheme#SERVER_TIME}), reads claimed and writes guarded by
+     * {@code FencedWrite} (the library's default rule).
+     */
     FENCED("fenced", false),
 
     /**
-     * Control: Fenced leases, but storage accepts a token iff {@code stored <= presented}, with no owner check.
-     * A token re-issued after a failover then lets two holders write.
+     * As {@link #FENCED}, with consecutive counter tokens ({@link TokenScheme#COUNTER}), the option the library
+     * keeps: a failover that lost writes re-issues a token to a second holder, and the owner check of the storage
+     * rule must refuse it.
+     */
+    FENCED_COUNTER("fenced, counter tokens", false),
+
+    /**
+     * Control: as {@link #FENCED}, but with consecutive counter tokens ({@link TokenScheme#COUNTER}). When Redis's
+     * counter falls back by several grants, a newer holder gets a token below a stalled holder's, and storage
+     * accepts the stalled holder's write after the newer holder's.
+     */
+    COUNTER_TOKENS("control: counter-only tokens", true),
+
+    /**
+     * Control: Fenced leases with counter tokens, but storage accepts a token iff {@code stored <= presented},
+     * with no owner check. A token re-issued after a failover then lets two holders write. (Server-time tokens are
+     * not re-issued by a failover between servers whose clocks agree, so this control needs counter tokens.)
      */
     TOKEN_ONLY("control: token <= only", true),
 
@@ -25,6 +45,14 @@ enum Arm {
 
     String label() {
         return label;
+    }
+
+    /** How this arm's lock clients mint tokens (the plain TTL lock has a grant number of its own). */
+    TokenScheme tokenScheme() {
+        return switch (this) {
+            case FENCED, PLAIN_TTL -> TokenScheme.SERVER_TIME;
+            case FENCED_COUNTER, COUNTER_TOKENS, TOKEN_ONLY -> TokenScheme.COUNTER;
+        };
     }
 
     /** Whether the checker must flag this arm: it is there to prove the checker can fail. */

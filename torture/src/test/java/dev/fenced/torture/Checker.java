@@ -25,7 +25,11 @@ import java.util.TreeMap;
  *       worker, resource and fault epoch, storage rejects a claim made under a valid lease at most once (one
  *       floor catch-up ends the rejections); no lock is left behind by a cancelled acquire;</li>
  *   <li><b>I5</b> every lost lease's signal fires no later than its local deadline (or the end of the holder's
- *       freeze) plus {@link #LOSS_SIGNAL_BOUND}; a lease whose deadline passed before release was signalled.</li>
+ *       freeze) plus {@link #LOSS_SIGNAL_BOUND}; a lease whose deadline passed before release was signalled;</li>
+ *   <li><b>I6</b> per resource, once a write of a lease has been committed, no write of a lease granted before it
+ *       is committed later (commit order from the audit table; grant order from the history, by real time, see
+ *       {@link History.Op#grantedBefore}, never from tokens). Stronger than I3: it also catches a stale holder
+ *       whose token is higher than the newer holder's, as when Redis's counter fell back by several grants.</li>
  * </ul>
  * Pure: no I/O. Thread-safe (stateless).
  */
@@ -52,6 +56,7 @@ final class Checker {
         int i4 = checkI4(leaseTime, history, ops, examples);
         List<Long> latencies = new ArrayList<>();
         int i5 = arm == Arm.PLAIN_TTL ? 0 : checkI5(ops, latencies, examples);
+        int i6 = checkI6(ops, audit, examples);
         Collections.sort(latencies);
         int ok = count(ops, History.Outcome.OK);
         int stale = count(ops, History.Outcome.STALE);
@@ -59,7 +64,7 @@ final class Checker {
         int unknown = count(ops, History.Outcome.UNKNOWN);
         int lossSignals = (int) ops.stream().filter(op -> op.lease().lostAt() != 0).count();
         return new Result(scenario, arm, ops.size(), ok, stale, lost, unknown, history.acquireFailures(), lossSignals,
-                i1, i2, i3, i4, i5, percentile(latencies, 50), percentile(latencies, 99), arm == Arm.PLAIN_TTL,
+                i1, i2, i3, i4, i5, i6, percentile(latencies, 50), percentile(latencies, 99), arm == Arm.PLAIN_TTL,
                 List.copyOf(examples.subList(0, Math.min(examples.size(), MAX_EXAMPLES * 5))));
     }
 
@@ -246,6 +251,34 @@ final class Checker {
         return violations;
     }
 
+    private static int checkI6(List<History.Op> ops, List<Ledger.AuditRow> audit, List<String> examples) {
+        Map<String, History.Op> byId = new HashMap<>();
+        for (History.Op op : ops) {
+            byId.put(op.id(), op);
+        }
+        // Per resource, the committed write whose acquire was invoked last so far: a later commit whose lease was
+        // granted before that acquire was invoked is a write of an earlier-granted lease after a later one's.
+        Map<String, History.Op> latestInvoked = new HashMap<>();
+        int violations = 0;
+        for (Ledger.AuditRow row : audit) {
+            History.Op op = byId.get(row.opId());
+            if (op == null) {
+                continue; // committed without a recorded operation: I2 counts it
+            }
+            History.Op latest = latestInvoked.get(row.resource());
+            if (latest != null && op.grantedBefore(latest)) {
+                violations++;
+                example(examples, "I6", row.resource() + ": " + op.id() + " (token " + op.token() + ") committed after "
+                        + latest.id() + " (token " + latest.token() + "), whose acquire was invoked "
+                        + (latest.acquireInvokedAt() - op.acquiredAt()) / 1_000_000 + " ms after this lease was granted");
+            }
+            if (latest == null || op.acquireInvokedAt() - latest.acquireInvokedAt() > 0) {
+                latestInvoked.put(row.resource(), op);
+            }
+        }
+        return violations;
+    }
+
     private static int count(List<History.Op> ops, History.Outcome outcome) {
         return (int) ops.stream().filter(op -> op.outcome() == outcome).count();
     }
@@ -270,11 +303,11 @@ final class Checker {
      * @param noLossSignals the arm has no loss signal (plain TTL): I5 does not apply
      */
     record Result(String scenario, Arm arm, int operations, int accepted, int staleRejected, int lost, int unknown,
-            int acquireFailures, int lossSignals, int i1, int i2, int i3, int i4, int i5, long lossP50Nanos,
+            int acquireFailures, int lossSignals, int i1, int i2, int i3, int i4, int i5, int i6, long lossP50Nanos,
             long lossP99Nanos, boolean noLossSignals, List<String> examples) {
 
         int violations() {
-            return i1 + i2 + i3 + i4 + i5;
+            return i1 + i2 + i3 + i4 + i5 + i6;
         }
     }
 }

@@ -11,7 +11,7 @@ import java.time.Duration;
  * its renewal thread, event loops and timers stop together, as in a real stop-the-world pause.
  *
  * <p>Protocol, one line each way: the parent sends {@code OP <resource> <opId>}; the child acquires, claims
- * and reads, checks that its lease is held and answers {@code @@PAUSED <token> <owner> <acquiredAt>}, then
+ * and reads, checks that its lease is held and answers {@code @@PAUSED <token> <owner> <acquiredAt> <acquireInvokedAt>}, then
  * waits for {@code GO}. The parent freezes it after {@code PAUSED} and sends {@code GO} after thawing it; the
  * child then writes with the lease it believed held, releases, and answers {@code @@RESULT ...}. {@code EXIT}
  * ends it. Lines not starting with {@code @@} are logging. Times are {@link System#nanoTime()}.
@@ -53,9 +53,11 @@ public final class ChildWorker {
             PrintStream out) throws Exception {
         Grant grant = null;
         long balance = 0;
+        long acquireInvokedAt = 0;
         for (int attempt = 1; grant == null; attempt++) {
             // The nemesis may be restarting Redis, or the machine is slow: retry (with back-off) what wrote nothing.
             try {
+                acquireInvokedAt = System.nanoTime();
                 Grant candidate = locker.acquire(resource);
                 try {
                     balance = ledger.claimAndRead(arm, candidate);
@@ -90,7 +92,7 @@ public final class ChildWorker {
             out.println("@@FAILED the lease was lost before the pause point");
             return;
         }
-        out.println("@@PAUSED " + grant.token() + " " + grant.owner() + " " + acquiredAt);
+        out.println("@@PAUSED " + grant.token() + " " + grant.owner() + " " + acquiredAt + " " + acquireInvokedAt);
         String go = in.readLine();
         if (!"GO".equals(go)) {
             throw new IllegalStateException("Expected GO, got " + go);

@@ -84,6 +84,7 @@ final class FrozenChild implements AutoCloseable {
         long token = Long.parseLong(paused[1]);
         String owner = paused[2];
         long acquiredAt = Long.parseLong(paused[3]);
+        long acquireInvokedAt = Long.parseLong(paused[4]);
         history.knownOwner(owner);
         signal("STOP");
         long stoppedAt = System.nanoTime();
@@ -101,7 +102,7 @@ final class FrozenChild implements AutoCloseable {
                 Long.parseLong(result[5]), "null".equals(result[6]) ? null : LossReason.valueOf(result[6]),
                 Long.parseLong(result[7]), "null".equals(result[8]) ? null : ReleaseOutcome.valueOf(result[8]));
         return new History.Op(opId, "child-jvm", resource, token, owner, History.Outcome.valueOf(result[1]),
-                History.Step.WRITE, acquiredAt, Long.parseLong(result[2]), Long.parseLong(result[3]), true, true, lease,
+                History.Step.WRITE, acquireInvokedAt, acquiredAt, Long.parseLong(result[2]), Long.parseLong(result[3]), true, true, lease,
                 "frozen with SIGSTOP for " + (thawedAt - stoppedAt) / 1_000_000 + " ms", null);
     }
 

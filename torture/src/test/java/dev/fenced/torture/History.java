@@ -136,13 +136,23 @@ final class History {
     /**
      * One operation of the workload: acquire, claim and read, stall, write, release.
      *
+     * @param acquireInvokedAt when the acquire that produced the lease was invoked, for I6's grant order
+     * @param acquiredAt when that acquire had completed (the lease was in the holder's hands)
      * @param paused whether the worker was frozen longer than the lease before writing
      * @param believed whether it wrote with a view of the lease that still believed it was held
      * @param rejectedByOwner for a stale rejection, the owner of the token storage held, if known
      */
     record Op(String id, String worker, String resource, long token, String owner, Outcome outcome, Step step,
-            long acquiredAt, long writeInvokedAt, long completedAt, boolean paused, boolean believed,
+            long acquireInvokedAt, long acquiredAt, long writeInvokedAt, long completedAt, boolean paused, boolean believed,
             Grant.LeaseRecord lease, String detail, @Nullable String rejectedByOwner) {
+
+        /**
+         * Whether this operation's lease was granted before {@code other}'s, by real time: its acquire had completed
+         * before the other's was invoked. Overlapping acquires are unordered (neither was granted before the other).
+         */
+        boolean grantedBefore(Op other) {
+            return acquiredAt - other.acquireInvokedAt < 0;
+        }
     }
 
     /** One fault of the nemesis. */

@@ -77,14 +77,21 @@ final class Ledger implements AutoCloseable {
      * @throws StaleFencingTokenException if storage holds a newer token (or the same token of another owner)
      */
     long claimAndRead(Arm arm, Grant grant) {
+        return claimAndRead(arm, grant, grant.lease());
+    }
+
+    /**
+     * Claims and reads as {@link #claimAndRead(Arm, Grant)} does, carrying {@code view}: the grant's own lease, or
+     * a view that still believes it is held (the holder checked its lease, then paused before its first write).
+     *
+     * @throws StaleFencingTokenException if storage holds a newer token (or the same token of another owner)
+     */
+    long claimAndRead(Arm arm, Grant grant, @Nullable FencedLease view) {
         String resource = grant.resource();
         switch (arm) {
-            case FENCED -> {
-                FencedLease lease = grant.requireLease();
-                block(FencedWrite.into(accounts).key("id", resource).update(pool, lease));
-            }
+            case FENCED, FENCED_COUNTER, COUNTER_TOKENS -> block(FencedWrite.into(accounts).key("id", resource).update(pool, requireView(view)));
             case TOKEN_ONLY -> block(Mono.usingWhen(pool.create(),
-                    c -> tokenOnly(c, grant, grant.requireLease(), "fencing_token = $1, fencing_owner = $2", List.of()),
+                    c -> tokenOnly(c, grant, requireView(view), "fencing_token = $1, fencing_owner = $2", List.of()),
                     Connection::close));
             case PLAIN_TTL -> {
                 // No fencing: the plain lock is all there is.
@@ -104,7 +111,7 @@ final class Ledger implements AutoCloseable {
         block(Mono.usingWhen(pool.create(),
                 c -> Mono.from(c.beginTransaction())
                         .then(switch (arm) {
-                            case FENCED -> FencedWrite.into(accounts).key("id", resource).set("balance", newBalance)
+                            case FENCED, FENCED_COUNTER, COUNTER_TOKENS -> FencedWrite.into(accounts).key("id", resource).set("balance", newBalance)
                                     .update(c, requireView(view));
                             case TOKEN_ONLY -> tokenOnly(c, grant, requireView(view),
                                     "balance = $3, fencing_token = $1, fencing_owner = $2", List.of(newBalance));

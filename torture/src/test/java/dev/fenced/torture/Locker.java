@@ -3,6 +3,7 @@ package dev.fenced.torture;
 import dev.fenced.lock.FencedLease;
 import dev.fenced.lock.FencedLockClient;
 import dev.fenced.lock.ReleaseOutcome;
+import dev.fenced.lock.TokenScheme;
 import io.lettuce.core.RedisClient;
 import io.lettuce.core.RedisURI;
 import io.lettuce.core.ScriptOutputType;
@@ -41,7 +42,8 @@ interface Locker extends AutoCloseable {
     void close();
 
     static Locker create(Arm arm, String uri, String prefix, Duration leaseTime, Duration maxWait, String name) {
-        return arm == Arm.PLAIN_TTL ? new Plain(uri, prefix, leaseTime, maxWait) : new Fenced(uri, prefix, leaseTime, maxWait, name);
+        return arm == Arm.PLAIN_TTL ? new Plain(uri, prefix, leaseTime, maxWait)
+                : new Fenced(uri, prefix, leaseTime, maxWait, arm.tokenScheme(), name);
     }
 
     /** The acquire did not produce a lock. */
@@ -61,11 +63,11 @@ interface Locker extends AutoCloseable {
         private final FencedLockClient client;
         private final Duration maxWait;
 
-        Fenced(String uri, String prefix, Duration leaseTime, Duration maxWait, String name) {
+        Fenced(String uri, String prefix, Duration leaseTime, Duration maxWait, TokenScheme tokenScheme, String name) {
             this.renewals = Schedulers.newSingle("torture-renewal-" + name, true);
             this.maxWait = maxWait;
             this.client = FencedLockClient.builder().redisUri(uri).keyPrefix(prefix).leaseTime(leaseTime)
-                    .maxWait(maxWait).scheduler(renewals).build();
+                    .maxWait(maxWait).tokenScheme(tokenScheme).scheduler(renewals).build();
         }
 
         FencedLockClient client() {

@@ -23,8 +23,8 @@ final class Report {
     synchronized String table() {
         StringBuilder out = new StringBuilder();
         out.append("| scenario | arm | ops | accepted | stale-rejected | lost | unknown | acquire failed | lost signals "
-                + "| I1 | I2 | I3 | I4 | I5 | loss latency p50 | p99 | verdict |\n");
-        out.append("|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|---|\n");
+                + "| I1 | I2 | I3 | I4 | I5 | I6 | loss latency p50 | p99 | verdict |\n");
+        out.append("|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|---|\n");
         for (Checker.Result r : results) {
             boolean flagged = r.violations() > 0;
             String verdict = r.arm().isControl()
@@ -37,6 +37,7 @@ final class Report {
                     .append(" | ").append(r.noLossSignals() ? "n/a" : Integer.toString(r.lossSignals()))
                     .append(" | ").append(r.i1()).append(" | ").append(r.i2()).append(" | ").append(r.i3())
                     .append(" | ").append(r.i4()).append(" | ").append(r.noLossSignals() ? "n/a" : Integer.toString(r.i5()))
+                    .append(" | ").append(r.i6())
                     .append(" | ").append(millis(r.lossP50Nanos())).append(" | ").append(millis(r.lossP99Nanos()))
                     .append(" | ").append(verdict).append(" |\n");
         }
@@ -52,7 +53,8 @@ final class Report {
         String text = "# Torture report\n\n" + "Run finished " + Instant.now() + " after "
                 + Duration.ofNanos(System.nanoTime() - startedAt).toSeconds() + " s.\n\n" + table()
                 + "\nLoss latency: when a lease's loss signal fired, relative to its local validity deadline (or the end "
-                + "of the holder's freeze); negative means before the deadline (Redis said the lease was gone). "
+                + "of the holder's freeze); negative means before the deadline (Redis said the lease was gone, or the "
+                + "server answered as another one). "
                 + "I5 bound: " + Checker.LOSS_SIGNAL_BOUND.toMillis() + " ms.\n\n" + examples();
         try {
             Files.createDirectories(directory);

@@ -3,6 +3,7 @@ package dev.fenced.torture;
 import dev.fenced.lock.AcquireOptions;
 import dev.fenced.lock.FencedLockClient;
 import dev.fenced.testservices.TcpProxy;
+import io.lettuce.core.ScriptOutputType;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Collections;
@@ -22,13 +23,27 @@ final class Scenarios {
 
     private static final String ACQUIRE_MARKER = ":fence";
 
+    /** Sets a counter back by ARGV[1], if it exists; returns its new value, or -1. */
+    private static final String SET_BACK = "if redis.call('EXISTS', KEYS[1]) == 0 then return -1 end "
+            + "return redis.call('DECRBY', KEYS[1], ARGV[1])";
+
+    /** Failover rounds in which the new primary re-issued the paused witness's token, across runs. */
+    static final java.util.concurrent.atomic.AtomicLong REISSUED_TOKENS = new java.util.concurrent.atomic.AtomicLong();
+
+    /** Rounds of scenario 9 that set the counter back, across runs. */
+    static final java.util.concurrent.atomic.AtomicLong COUNTER_FALLBACKS = new java.util.concurrent.atomic.AtomicLong();
+
+    /**
+     * Rounds of scenario 9 in which the holder granted after the fallback got a token below the stalled holder's,
+     * across runs: what counter-only tokens do, and the default tokens must not.
+     */
+    static final java.util.concurrent.atomic.AtomicLong GRANTS_BELOW_STALLED = new java.util.concurrent.atomic.AtomicLong();
+
     /** Acquires cancelled before they emitted a lease, across runs: proof that scenario 6 cancelled anything. */
     static final java.util.concurrent.atomic.AtomicLong CANCELLED_IN_FLIGHT = new java.util.concurrent.atomic.AtomicLong();
 
     private static final int STORM_THREADS = 6;
     private static final List<String> STORM_RESOURCES = List.of("storm-0", "storm-1", "storm-2", "storm-3");
-
-    private static final java.util.Set<String> CANCELLER_CLIENTS = java.util.concurrent.ConcurrentHashMap.newKeySet();
 
     private Scenarios() {
     }
@@ -112,7 +127,13 @@ final class Scenarios {
         context.history.fault("failover", cutAt, System.nanoTime());
         Witness.Step newer = null;
         for (int attempt = 1; attempt <= 3 && newer == null; attempt++) {
-            newer = b.acquireClaimRead(resource, "wf" + round + "-newer-" + attempt);
+            Witness.Held held = b.acquire(resource, "wf" + round + "-newer-" + attempt);
+            if (held != null) {
+                if (paused != null && held.grant().token() == paused.grant().token()) {
+                    REISSUED_TOKENS.incrementAndGet();
+                }
+                newer = b.claimAndRead(held, false);
+            }
         }
         if (paused != null) {
             a.writeAndRelease(paused, true);
@@ -225,13 +246,13 @@ final class Scenarios {
             stormProxy.delayReplies(2);
             FencedLockClient storm = context.closeLater(FencedLockClient.builder().redisUri(RedisTopology.uriOf(stormProxy))
                     .keyPrefix(context.prefix).leaseTime(Duration.ofSeconds(10)).build());
-            learnOwnerPrefix(context, storm);
+            warmUp(storm);
             List<Thread> threads = new ArrayList<>();
             for (int i = 0; i < STORM_THREADS; i++) {
                 threads.add(context.background("torture-storm-" + i,
                         () -> cancelLoop(context, storm, STORM_RESOURCES, 30, 4_000)));
             }
-            learnOwnerPrefix(context, client);
+            warmUp(client);
             for (int i = 0; i < cancellers; i++) {
                 threads.add(context.background("torture-canceller-" + i, () -> cancelLoop(context, client)));
             }
@@ -248,12 +269,13 @@ final class Scenarios {
         };
     }
 
-    /** Learns a canceller client's owner prefix, so that a lock left behind can be attributed. */
-    private static void learnOwnerPrefix(Run.Context context, FencedLockClient client) {
+    /**
+     * Connects a canceller client and loads its scripts before the cancels start. (Owner ids are drawn per
+     * acquisition and name no client, so a lock left behind cannot be attributed to one.)
+     */
+    private static void warmUp(FencedLockClient client) {
         dev.fenced.lock.FencedLease probe = client.acquire("warm-up").block(Duration.ofSeconds(10));
         if (probe != null) {
-            context.history.knownOwner(probe.ownerId());
-            CANCELLER_CLIENTS.add(probe.ownerId().substring(0, probe.ownerId().lastIndexOf('-') + 1));
             probe.release().block(Duration.ofSeconds(10));
         }
     }
@@ -309,9 +331,7 @@ final class Scenarios {
         }
         suspects.forEach((resource, owner) -> {
             Long ttl = context.topology.onPrimary(c -> c.pttl(context.prefix + "{" + resource + "}"));
-            boolean canceller = CANCELLER_CLIENTS.stream().anyMatch(owner::startsWith);
-            context.history.orphan(resource + " held by unknown owner " + owner + " ("
-                    + (canceller ? "a cancelled acquire" : "a failed acquire of a worker or witness") + "), "
+            context.history.orphan(resource + " held by unknown owner " + owner + " (a cancelled or failed acquire), "
                     + ttl + " ms of its lease left");
         });
     }
@@ -342,6 +362,105 @@ final class Scenarios {
                 throw new IllegalStateException("No EVAL ran after SCRIPT FLUSH: the NOSCRIPT fallback was not exercised");
             }
         };
+    }
+
+    /**
+     * (9) Redis's token counter falls back by {@code grantsBack} grants while their holders are stalled. Each round,
+     * on the witness lock: a witness writes, so storage holds its token; two more take the lock one after the other
+     * and stall before their first write, renewals frozen, until their leases expired; the nemesis sets the lock's
+     * counter back by {@code grantsBack} grants (what a restart without persistence or a failover that lost writes
+     * does to grants that storage never saw), and the workers' counters with it; a new holder takes the lock,
+     * claims, reads and writes; then the stalled holders wake and claim, read and write with the leases they still
+     * believe held, the later-granted first. With counter-only tokens the new holder's token is below the second
+     * stalled holder's, whose write storage then accepts after the new holder's: only I6 sees it. Each round checks
+     * that the counter stood at the second stalled holder's token and really went back, and the run fails if no
+     * round set it back.
+     */
+    static Run.Nemesis counterFallback(int grantsBack) {
+        if (grantsBack < 2) {
+            throw new IllegalArgumentException("The counter must fall back by at least two grants, not " + grantsBack);
+        }
+        return context -> {
+            String resource = context.setup.witnessResources().get(0);
+            Witness writer = new Witness(context, "witness-b", context.locker("witness-b"));
+            Witness first = new Witness(context, "witness-x1", context.locker("witness-x1"));
+            Witness second = new Witness(context, "witness-x2", context.locker("witness-x2"));
+            int round = 0;
+            int fellBack = 0;
+            while (context.timeLeft()) {
+                context.pace(100);
+                if (fallbackRound(context, resource, writer, first, second, grantsBack, ++round)) {
+                    fellBack++;
+                }
+            }
+            if (fellBack == 0) {
+                throw new IllegalStateException("No round set the counter back: the scenario tested nothing");
+            }
+        };
+    }
+
+    /** One round of (9); false if a witness could not take its step, and the counter was not set back. */
+    private static boolean fallbackRound(Run.Context context, String resource, Witness writer, Witness first,
+            Witness second, int grantsBack, int round) throws InterruptedException {
+        // Storage learns the lock's current token. A claim refused after an earlier round's fallback teaches the
+        // writer's client the floor, and its next attempt passes it.
+        Witness.Step before = null;
+        for (int attempt = 1; attempt <= 3 && before == null; attempt++) {
+            before = writer.acquireClaimRead(resource, "cf" + round + "-before-" + attempt);
+        }
+        if (before == null) {
+            return false;
+        }
+        writer.writeAndRelease(before, false);
+        long stall = context.leaseTime().toMillis() * 2;
+        Witness.Held stalledFirst = first.acquire(resource, "cf" + round + "-stalled-1");
+        if (stalledFirst == null) {
+            return false;
+        }
+        Thread firstThaws = first.stall(stalledFirst, stall);
+        // Granted once the first stalled holder's lease expired in Redis.
+        Witness.Held stalledSecond = second.acquire(resource, "cf" + round + "-stalled-2");
+        if (stalledSecond == null) {
+            firstThaws.join();
+            first.abandon(stalledFirst, "the next stalled holder could not acquire");
+            return false;
+        }
+        Thread secondThaws = second.stall(stalledSecond, stall);
+        long at = System.nanoTime();
+        long counter = setBackCounter(context, resource, grantsBack);
+        if (counter + grantsBack != stalledSecond.grant().token()) {
+            throw new IllegalStateException("The counter of " + resource + " stood at " + (counter + grantsBack)
+                    + ", not at the stalled holder's token " + stalledSecond.grant().token());
+        }
+        for (String account : context.setup.resources()) {
+            setBackCounter(context, account, grantsBack);
+        }
+        context.history.fault("counter-fallback", at, System.nanoTime());
+        COUNTER_FALLBACKS.incrementAndGet();
+        // Granted once the second stalled holder's lease expired in Redis.
+        Witness.Step newer = writer.acquireClaimRead(resource, "cf" + round + "-newer");
+        if (newer != null) {
+            if (newer.grant().token() < stalledSecond.grant().token()) {
+                GRANTS_BELOW_STALLED.incrementAndGet();
+            }
+            writer.writeAndRelease(newer, false);
+        }
+        secondThaws.join();
+        firstThaws.join();
+        second.wakeAndWrite(stalledSecond);
+        first.wakeAndWrite(stalledFirst);
+        return true;
+    }
+
+    /**
+     * Sets the token counter of {@code resource} back by {@code grants}, if it exists; returns its new value (or
+     * {@code -1}, if there was no counter).
+     */
+    private static long setBackCounter(Run.Context context, String resource, int grants) {
+        String key = context.prefix + "{" + resource + "}" + ACQUIRE_MARKER;
+        Long value = context.topology.onPrimary(c -> c.eval(SET_BACK, ScriptOutputType.INTEGER, new String[] {key},
+                Integer.toString(grants)));
+        return value == null ? -1 : value;
     }
 
     /** (8) A soak: all of the above, chosen at random, with cancellers running throughout. */

@@ -19,8 +19,16 @@ final class Witness {
         this.locker = locker;
     }
 
+    /** A held grant, not yet claimed: its holder has not written anything. */
+    record Held(Grant grant, String opId, long acquireInvokedAt, long acquiredAt) {
+    }
+
     /** A held grant, claimed and read, waiting for its write. */
-    record Step(Grant grant, long balance, String opId, long acquiredAt) {
+    record Step(Held held, long balance) {
+
+        Grant grant() {
+            return held.grant();
+        }
     }
 
     void fullOperation(String resource, String opId) {
@@ -32,6 +40,13 @@ final class Witness {
 
     /** Acquires, claims and reads; empty (the operation recorded) if it could not. */
     @Nullable Step acquireClaimRead(String resource, String opId) {
+        Held held = acquire(resource, opId);
+        return held == null ? null : claimAndRead(held, false);
+    }
+
+    /** Acquires, and nothing more; empty (the failure recorded) if it could not. */
+    @Nullable Held acquire(String resource, String opId) {
+        long acquireInvokedAt = System.nanoTime();
         Grant grant;
         try {
             grant = locker.acquire(resource);
@@ -41,39 +56,85 @@ final class Witness {
         }
         context.history.acquired(grant);
         context.track(grant);
-        long acquiredAt = System.nanoTime();
+        return new Held(grant, opId, acquireInvokedAt, System.nanoTime());
+    }
+
+    /**
+     * Freezes this witness's renewal thread for {@code millis}, as a stop-the-world pause would, and then thaws the
+     * grant; returns at once. Join the returned thread to wait for the thaw.
+     */
+    Thread stall(Held held, long millis) {
+        Thread thread = new Thread(() -> {
+            try {
+                locker.pause(millis);
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+            } finally {
+                held.grant().thawed();
+            }
+        }, "torture-stall-" + name);
+        thread.setDaemon(true);
+        thread.start();
+        return thread;
+    }
+
+    /**
+     * Claims and reads (with a lease view that still believes it is held, if {@code believed}: the holder checked
+     * its lease, then paused); empty (the operation recorded) if storage refused the claim.
+     */
+    @Nullable Step claimAndRead(Held held, boolean believed) {
+        Grant grant = held.grant();
+        @Nullable FencedLease view = view(grant, believed);
         try {
-            return new Step(grant, context.ledger.claimAndRead(context.setup.arm(), grant), opId, acquiredAt);
+            return new Step(held, context.ledger.claimAndRead(context.setup.arm(), grant, view));
         } catch (RuntimeException e) {
-            finish(grant, opId, acquiredAt, Worker.isStale(e) ? History.Outcome.STALE : History.Outcome.LOST,
-                    History.Step.CLAIM, 0, false, String.valueOf(e.getMessage()), Worker.storedOwner(e));
+            finish(held, Worker.isStale(e) ? History.Outcome.STALE : History.Outcome.LOST, History.Step.CLAIM, 0,
+                    believed, String.valueOf(e.getMessage()), Worker.storedOwner(e));
             return null;
         }
+    }
+
+    /**
+     * The holder wakes from a stall that came after its last check: claims, reads, writes balance + 1 and releases,
+     * all with a view of the lease that still believes it is held.
+     */
+    void wakeAndWrite(Held held) {
+        Step step = claimAndRead(held, true);
+        if (step != null) {
+            writeAndRelease(step, true);
+        }
+    }
+
+    /** Releases a grant that will not be written with, recorded as lost. */
+    void abandon(Held held, String why) {
+        finish(held, History.Outcome.LOST, History.Step.CLAIM, 0, false, why, null);
     }
 
     /** Writes balance + 1 (with a lease view that still believes it is held, if {@code believed}), releases. */
     void writeAndRelease(Step step, boolean believed) {
         Grant grant = step.grant();
-        Arm arm = context.setup.arm();
-        @Nullable FencedLease view = arm == Arm.PLAIN_TTL ? null : believed ? grant.believed() : grant.lease();
         long writeInvokedAt = System.nanoTime();
         History.Outcome outcome;
         String detail = "";
         String rejectedBy = null;
         try {
-            context.ledger.write(arm, grant, view, step.balance() + 1, step.opId());
+            context.ledger.write(context.setup.arm(), grant, view(grant, believed), step.balance() + 1, step.held().opId());
             outcome = History.Outcome.OK;
         } catch (RuntimeException e) {
             outcome = Worker.isStale(e) ? History.Outcome.STALE : History.Outcome.UNKNOWN;
             detail = String.valueOf(e.getMessage());
             rejectedBy = Worker.storedOwner(e);
         }
-        finish(grant, step.opId(), step.acquiredAt(), outcome, History.Step.WRITE, writeInvokedAt, believed, detail,
-                rejectedBy);
+        finish(step.held(), outcome, History.Step.WRITE, writeInvokedAt, believed, detail, rejectedBy);
     }
 
-    private void finish(Grant grant, String opId, long acquiredAt, History.Outcome outcome, History.Step step,
-            long writeInvokedAt, boolean believed, String detail, @Nullable String rejectedBy) {
+    private @Nullable FencedLease view(Grant grant, boolean believed) {
+        return context.setup.arm() == Arm.PLAIN_TTL ? null : believed ? grant.believed() : grant.lease();
+    }
+
+    private void finish(Held held, History.Outcome outcome, History.Step step, long writeInvokedAt, boolean believed,
+            String detail, @Nullable String rejectedBy) {
+        Grant grant = held.grant();
         long completedAt = System.nanoTime();
         try {
             grant.release();
@@ -81,7 +142,8 @@ final class Witness {
             // It expires by itself; the record shows whether its loss was signalled.
         }
         context.untrack(grant);
-        context.history.record(new History.Op(opId, name, grant.resource(), grant.token(), grant.owner(), outcome, step,
-                acquiredAt, writeInvokedAt, completedAt, believed, believed, grant.record(), detail, rejectedBy));
+        context.history.record(new History.Op(held.opId(), name, grant.resource(), grant.token(), grant.owner(), outcome,
+                step, held.acquireInvokedAt(), held.acquiredAt(), writeInvokedAt, completedAt, believed, believed,
+                grant.record(), detail, rejectedBy));
     }
 }

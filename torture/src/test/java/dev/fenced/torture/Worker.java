@@ -79,6 +79,7 @@ final class Worker implements Runnable {
     /** One operation; also used by the scripted witnesses. */
     void operate(String resource, boolean longPause, long pauseMillis, boolean believed) throws InterruptedException {
         Grant grant;
+        long acquireInvokedAt = System.nanoTime();
         try {
             grant = locker.acquire(resource);
         } catch (Locker.AcquireFailedException e) {
@@ -130,8 +131,9 @@ final class Worker implements Runnable {
                 // The lease expires by itself; the checker sees whether its loss was signalled.
             }
             active.remove(grant);
-            history.record(new History.Op(opId, name, resource, grant.token(), grant.owner(), outcome, step, acquiredAt,
-                    writeInvokedAt, completedAt, longPause, believed, grant.record(), detail, rejectedBy));
+            history.record(new History.Op(opId, name, resource, grant.token(), grant.owner(), outcome, step,
+                    acquireInvokedAt, acquiredAt, writeInvokedAt, completedAt, longPause, believed, grant.record(), detail,
+                    rejectedBy));
         }
     }
 

@@ -1,0 +1,101 @@
+package dev.fenced.torture;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import org.junit.jupiter.api.Test;
+
+/**
+ * I6 on hand-made histories: grant order comes from when acquires were invoked and completed, never from tokens,
+ * and commit order from the audit table. Times are given in milliseconds of an arbitrary clock.
+ */
+class CheckerTest {
+
+    private static final String RESOURCE = "account-1";
+
+    private final History history = new History();
+    private final List<Ledger.AuditRow> audit = new ArrayList<>();
+
+    @Test
+    void anEarlierGrantCommittedAfterALaterOneIsFlaggedThoughItsTokenIsHigher() {
+        // The counter fell back: the later grant has the lower token, so I1 and I3 see nothing.
+        History.Op earlier = committed("earlier", 5, 0, 10, 50);
+        History.Op later = committed("later", 4, 20, 30, 35);
+
+        Checker.Result result = check(later, earlier);
+
+        assertThat(result.i6()).isEqualTo(1);
+        assertThat(result.i1()).isZero();
+        assertThat(result.i3()).isZero();
+        assertThat(result.examples()).contains("I6 " + RESOURCE + ": earlier (token 5) committed after later (token 4), "
+                + "whose acquire was invoked 10 ms after this lease was granted");
+    }
+
+    @Test
+    void writesCommittedInGrantOrderPass() {
+        History.Op earlier = committed("earlier", 5, 0, 10, 15);
+        History.Op later = committed("later", 4, 20, 30, 35);
+
+        assertThat(check(earlier, later).i6()).isZero();
+    }
+
+    @Test
+    void overlappingAcquiresAreNotOrdered() {
+        // The second acquire was invoked before the first had completed: neither was granted before the other.
+        History.Op first = committed("first", 5, 0, 30, 50);
+        History.Op second = committed("second", 4, 20, 40, 45);
+
+        assertThat(check(second, first).i6()).isZero();
+    }
+
+    @Test
+    void aWriteIsComparedWithEveryEarlierCommitNotOnlyTheLastOne() {
+        History.Op stale = committed("stale", 9, 0, 10, 80);
+        History.Op newest = committed("newest", 3, 20, 30, 35);
+        // Overlaps the stale one's acquire, so it alone would not flag the stale write.
+        History.Op overlapping = committed("overlapping", 4, 5, 40, 45);
+
+        assertThat(check(newest, overlapping, stale).i6()).isEqualTo(1);
+    }
+
+    @Test
+    void writesOfOtherResourcesAreNotCompared() {
+        History.Op earlier = committed("earlier", 5, 0, 10, 50);
+        History.Op later = committed("later", "account-2", 4, 20, 30, 35);
+
+        assertThat(check(later, earlier).i6()).isZero();
+    }
+
+    private History.Op committed(String id, long token, long acquireInvokedAt, long acquiredAt, long writtenAt) {
+        return committed(id, RESOURCE, token, acquireInvokedAt, acquiredAt, writtenAt);
+    }
+
+    private History.Op committed(String id, String resource, long token, long acquireInvokedAt, long acquiredAt,
+            long writtenAt) {
+        History.Op op = new History.Op(id, "w", resource, token, "owner-" + id, History.Outcome.OK, History.Step.WRITE,
+                ms(acquireInvokedAt), ms(acquiredAt), ms(writtenAt), ms(writtenAt + 1), false, false, unfenced(), "", null);
+        history.record(op);
+        return op;
+    }
+
+    private static long ms(long millis) {
+        return millis * 1_000_000;
+    }
+
+    private static Grant.LeaseRecord unfenced() {
+        return new Grant.LeaseRecord(false, 0, 0, 0, null, 0, null);
+    }
+
+    /** Checks the history with {@code inCommitOrder} as the audit table. */
+    private Checker.Result check(History.Op... inCommitOrder) {
+        Map<String, Long> balances = new java.util.HashMap<>();
+        for (History.Op op : inCommitOrder) {
+            audit.add(new Ledger.AuditRow(audit.size() + 1, op.resource(), op.token(), op.owner(), op.id()));
+            balances.merge(op.resource(), 1L, Long::sum);
+        }
+        return Checker.check("test", Arm.FENCED, Duration.ofMillis(600), history, balances, audit);
+    }
+}
