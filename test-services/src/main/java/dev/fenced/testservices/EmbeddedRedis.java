@@ -20,7 +20,8 @@ import redis.embedded.core.ExecutableProvider;
  * A Redis process owned by one test, for tests that stop, restart or otherwise abuse their server. It
  * listens on {@code 127.0.0.1} only, on a free port chosen at {@link #start()} and kept across restarts,
  * and never persists data: it runs with {@code --save "" --appendonly no} in a private working directory
- * that is emptied whenever the process stops, so every (re)start begins with an empty data set.
+ * that is emptied whenever the process stops, so every (re)start begins with an empty data set. A replica of it
+ * is synced at once ({@code --repl-diskless-sync-delay 0}).
  *
  * <p>The binary is the Redis 7 bundled in this module (the static builds for Linux and macOS, x86-64 and arm64,
  * of {@code com.github.lansheng228:embedded-redis}); where none is bundled or it does not start, {@code redis-server}
@@ -257,6 +258,8 @@ public final class EmbeddedRedis implements AutoCloseable {
                 "--bind", Loopback.HOST,
                 "--save", "",
                 "--appendonly", "no",
+                // Redis 7 syncs a new replica without disk, after 5 seconds by default: at once here.
+                "--repl-diskless-sync-delay", "0",
                 "--dir", directory.toString());
         // No output listeners: the library reads standard output itself until the ready line; a listener
         // would read the same stream concurrently and could swallow that line.

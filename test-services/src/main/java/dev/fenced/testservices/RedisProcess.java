@@ -44,8 +44,8 @@ public final class RedisProcess implements AutoCloseable {
     }
 
     /**
-     * Starts {@code redis-server} with {@code options} added to the defaults (port, bind, no persistence,
-     * working directory) and returns once it answers {@code PING}.
+     * Starts {@code redis-server} with {@code options} added to the defaults (port, bind, no persistence, replicas
+     * synced at once, working directory) and returns once it answers {@code PING}.
      *
      * @param options further options, such as {@code "--cluster-enabled", "yes"}
      * @return the running process
@@ -105,7 +105,8 @@ public final class RedisProcess implements AutoCloseable {
                 all.add(file.toString());
             }
             all.addAll(List.of("--port", Integer.toString(port), "--bind", Loopback.HOST, "--save", "",
-                    "--appendonly", "no", "--dir", directory.toString(), "--logfile", "redis.log"));
+                    "--appendonly", "no", "--repl-diskless-sync-delay", "0", "--dir", directory.toString(),
+                    "--logfile", "redis.log"));
             all.addAll(List.of(options));
             RedisProcess redis = new RedisProcess(port, executable, directory, List.copyOf(all));
             try {

@@ -63,6 +63,16 @@ final class EmbeddedRedisIT {
     }
 
     @Test
+    void aReplicaIsSyncedWithoutRedis7sFiveSecondDisklessDelay() throws Exception {
+        try (EmbeddedRedis redis = EmbeddedRedis.start();
+                RespConnection connection = RespConnection.open(redis.host(), redis.port())) {
+            assertThat(connection.command("CONFIG", "GET", "repl-diskless-sync-delay")).isEqualTo("*2");
+            assertThat(connection.readReply()).isEqualTo("repl-diskless-sync-delay");
+            assertThat(connection.readReply()).isEqualTo("0");
+        }
+    }
+
+    @Test
     void aRedisServerOnThePathIsFoundInTheFirstDirectoryThatHasOne(@TempDir Path temp) throws Exception {
         Path empty = Files.createDirectory(temp.resolve("empty"));
         Path notExecutable = Files.createDirectory(temp.resolve("not-executable"));
