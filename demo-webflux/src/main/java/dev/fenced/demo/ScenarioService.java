@@ -56,9 +56,10 @@ class ScenarioService implements DisposableBean {
             + "After A acquired the lock (lease " + WORKER_A_LEASE.toMillis() + " ms) and read the invoice, the relays "
             + "stop moving bytes: A is paused as a whole, like a process stopped by a long GC pause or a network stall. "
             + "A sends its write while it still believes it holds the lock, so the write passes every local check "
-            + "and waits on the wire. A's renewals cannot reach Redis either, so Redis lets the lease expire and grants "
-            + "the lock to worker B. Once B has written, the relays move again and A's write arrives. Nothing is faked: "
-            + "the locks come from Redis, and what is accepted or rejected is decided by PostgreSQL.";
+            + "and waits on the wire. Renewals of A's lease cannot reach Redis either (a plain TTL lock has none), so "
+            + "Redis lets the lease expire and grants the lock to worker B. Once B has written, the relays move again "
+            + "and A's write arrives. Nothing is faked: the locks come from Redis, and what is accepted or rejected is "
+            + "decided by PostgreSQL.";
 
     private final InvoiceRepository invoices;
     private final ConnectionFactory database;
