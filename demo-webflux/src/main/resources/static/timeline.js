@@ -1,4 +1,5 @@
-// Draws the timeline of POST /scenario/replay as four lanes. No build step, no libraries.
+// Runs the scenario without and with fencing as soon as the page loads, and draws each run as four lanes.
+// No build step, no libraries; plain XMLHttpRequest so that any browser engine runs it.
 (function () {
   'use strict';
   var LANES = [
@@ -7,8 +8,25 @@
     ['worker-b', 'Worker B'],
     ['database', 'Database']
   ];
-  var LABEL_WIDTH = 120;
-  var EVENT_WIDTH = 150;
+  var ARMS = [
+    ['unfenced', 'scenario/replay-without-fencing'],
+    ['fenced', 'scenario/replay']
+  ];
+  var LABEL_WIDTH = 86;
+  var EVENT_WIDTH = 124;
+  var STEP = 34;
+
+  // A band behind worker A's lane from its pause to its resumption: the time it believed it held the lock.
+  function drawPause(row, events, usable, span) {
+    var from = events.filter(function (e) { return e.lane === 'worker-a' && e.kind === 'paused'; })[0];
+    var to = events.filter(function (e) { return e.lane === 'worker-a' && e.kind === 'resumes'; })[0];
+    if (!from || !to) { return; }
+    var band = el('div', 'pause', 'paused for ' + (to.offsetMs - from.offsetMs) + ' ms');
+    var left = LABEL_WIDTH + 5 + Math.round(usable * from.offsetMs / span) + EVENT_WIDTH;
+    band.style.left = left + 'px';
+    band.style.width = Math.max(0, LABEL_WIDTH + 5 + Math.round(usable * to.offsetMs / span) - left - 4) + 'px';
+    row.insertBefore(band, row.firstChild.nextSibling);
+  }
 
   function el(tag, className, text) {
     var node = document.createElement(tag);
@@ -17,33 +35,68 @@
     return node;
   }
 
-  function draw(report) {
-    var timeline = document.getElementById('timeline');
+  function post(url) {
+    return new Promise(function (resolve, reject) {
+      var request = new XMLHttpRequest();
+      request.open('POST', url);
+      request.setRequestHeader('Accept', 'application/json');
+      request.onload = function () {
+        if (request.status === 200) {
+          resolve(JSON.parse(request.responseText));
+        } else {
+          reject(new Error(request.status + ' ' + request.responseText));
+        }
+      };
+      request.onerror = function () { reject(new Error('no answer from ' + url)); };
+      request.send();
+    });
+  }
+
+  function tokenText(token) {
+    return token === null ? 'no token' : 'token ' + token;
+  }
+
+  // What the run shows, in one sentence, and whether that is the outcome this arm is here to show.
+  function verdict(report) {
+    if (report.fencing) {
+      return report.workerARejected && report.workerBDataKept
+        ? { expected: true, css: 'ok', text: 'Worker A (token ' + report.tokenA + ') was rejected by the database; '
+            + 'worker B\'s write (token ' + report.tokenB + ') was kept.' }
+        : { expected: false, css: 'bad', text: 'Fencing failed: worker A\'s stale write was not rejected.' };
+    }
+    return !report.workerARejected && !report.workerBDataKept && report.finalInvoice.processedBy === 'worker-a'
+      ? { expected: true, css: 'bad', text: 'Worker A\'s late write was accepted and overwrote worker B\'s: the row '
+          + 'ends with A\'s stale ledger, and B\'s booking is lost.' }
+      : { expected: false, css: 'ok', text: 'This time worker A\'s late write did not overwrite worker B\'s.' };
+  }
+
+  function drawTimeline(timeline, events) {
     timeline.textContent = '';
-    var width = Math.max(timeline.clientWidth, 900);
-    var span = Math.max(1, report.events[report.events.length - 1].offsetMs);
+    var width = Math.max(timeline.clientWidth, 560);
+    var span = Math.max(1, events[events.length - 1].offsetMs);
     var usable = width - LABEL_WIDTH - EVENT_WIDTH - 10;
     LANES.forEach(function (lane) {
       var row = el('div', 'lane');
-      row.dataset.lane = lane[0];
+      row.setAttribute('data-lane', lane[0]);
       row.appendChild(el('div', 'lane-name', lane[1]));
       // Events close in time are stacked so that their labels stay readable.
       var rowsEnd = [];
-      report.events.filter(function (e) { return e.lane === lane[0]; }).forEach(function (e) {
+      events.filter(function (e) { return e.lane === lane[0]; }).forEach(function (e) {
         var x = LABEL_WIDTH + 5 + Math.round(usable * e.offsetMs / span);
         var level = 0;
         while (rowsEnd[level] !== undefined && rowsEnd[level] > x) { level++; }
         rowsEnd[level] = x + EVENT_WIDTH + 4;
         var box = el('div', 'event ' + e.outcome);
-        box.dataset.kind = e.kind;
+        box.setAttribute('data-kind', e.kind);
         box.style.left = x + 'px';
-        box.style.top = (4 + level * 30) + 'px';
+        box.style.top = (4 + level * STEP) + 'px';
         box.title = e.detail;
-        box.appendChild(el('span', 't', e.offsetMs + ' ms '));
-        box.appendChild(document.createTextNode(e.kind + (e.token !== null ? ' #' + e.token : '')));
+        box.appendChild(el('div', 'label', e.label));
+        box.appendChild(el('div', 't', e.offsetMs + ' ms' + (e.token !== null ? ' · token ' + e.token : '')));
         row.appendChild(box);
       });
-      row.style.height = Math.max(70, 8 + rowsEnd.length * 30) + 'px';
+      if (lane[0] === 'worker-a') { drawPause(row, events, usable, span); }
+      row.style.height = Math.max(64, 8 + rowsEnd.length * STEP) + 'px';
       timeline.appendChild(row);
     });
     var axis = el('div', 'axis');
@@ -53,8 +106,11 @@
       axis.appendChild(tick);
     }
     timeline.appendChild(axis);
+  }
 
-    var log = document.getElementById('log');
+  function draw(section, report) {
+    drawTimeline(section.querySelector('.timeline'), report.events);
+    var log = section.querySelector('tbody');
     log.textContent = '';
     report.events.forEach(function (e) {
       var tr = el('tr', e.outcome);
@@ -64,14 +120,17 @@
       tr.appendChild(el('td', '', e.detail));
       log.appendChild(tr);
     });
-
-    var verdict = document.getElementById('verdict');
-    var good = report.workerARejected && report.workerBDataKept;
-    verdict.className = good ? 'ok' : 'bad';
-    verdict.textContent = good
-      ? 'Worker A (token ' + report.tokenA + ') was rejected by the database; worker B\'s write (token '
-        + report.tokenB + ') was kept.'
-      : 'Fencing failed: worker A\'s stale write was not rejected.';
+    var result = verdict(report);
+    var line = section.querySelector('.verdict');
+    line.className = 'verdict ' + result.css;
+    line.setAttribute('data-expected', String(result.expected));
+    line.textContent = result.text;
+    var row = report.finalInvoice;
+    section.querySelector('.row').textContent = 'The invoice row at the end: written by ' + row.processedBy
+      + ', ledger ' + row.ledgerTotal + ', booked ' + row.timesProcessed + ' time(s), ' + tokenText(row.fencingToken)
+      + (report.fencing
+        ? '. Worker A had token ' + report.tokenA + ', worker B token ' + report.tokenB + '.'
+        : '. A plain lock gives no token, so the database cannot tell A\'s late write from B\'s.');
     document.getElementById('how').textContent = report.howThePauseIsMade;
   }
 
@@ -79,30 +138,22 @@
     var button = document.getElementById('run');
     var status = document.getElementById('status');
     button.disabled = true;
-    document.body.dataset.state = 'running';
-    status.textContent = 'Running: worker A is about to pause…';
-    fetch('scenario/replay', { method: 'POST', headers: { 'Accept': 'application/json' } })
-      .then(function (response) {
-        if (!response.ok) {
-          return response.text().then(function (body) { throw new Error(response.status + ' ' + body); });
-        }
-        return response.json();
-      })
-      .then(function (report) {
-        draw(report);
-        status.textContent = 'Invoice ' + report.invoiceId + ', lock ' + report.lockName + '.';
-        document.body.dataset.state = 'done';
-      })
-      .catch(function (error) {
+    document.body.setAttribute('data-state', 'running');
+    status.textContent = 'Running both timelines against Redis and PostgreSQL (worker A pauses for about 2 s)…';
+    Promise.all(ARMS.map(function (arm) { return post(arm[1]); }))
+      .then(function (reports) {
+        reports.forEach(function (report, i) {
+          draw(document.querySelector('.arm[data-arm="' + ARMS[i][0] + '"]'), report);
+        });
+        status.textContent = 'Ran just now on invoices ' + reports[0].invoiceId + ' and ' + reports[1].invoiceId + '.';
+        document.body.setAttribute('data-state', 'done');
+      }, function (error) {
         status.textContent = 'The scenario failed: ' + error.message;
-        document.body.dataset.state = 'failed';
+        document.body.setAttribute('data-state', 'failed');
       })
-      .finally(function () { button.disabled = false; });
+      .then(function () { button.disabled = false; });
   }
 
   document.getElementById('run').addEventListener('click', run);
-  // ?autorun=1 presses the button once the page has loaded (used by the headless browser test).
-  if (new URLSearchParams(window.location.search).get('autorun') === '1') {
-    document.getElementById('run').click();
-  }
+  run();
 }());

@@ -4,7 +4,7 @@ import org.springframework.web.bind.annotation.PostMapping;
 import org.springframework.web.bind.annotation.RestController;
 import reactor.core.publisher.Mono;
 
-/** Replays the stalled-holder scenario; see {@link ScenarioService}. */
+/** Replays the stalled-holder scenario, with and without fencing; see {@link ScenarioService}. */
 @RestController
 class ScenarioController {
 
@@ -17,5 +17,10 @@ class ScenarioController {
     @PostMapping("/scenario/replay")
     Mono<ScenarioReport> replay() {
         return scenario.replay();
+    }
+
+    @PostMapping("/scenario/replay-without-fencing")
+    Mono<ScenarioReport> replayWithoutFencing() {
+        return scenario.replayWithoutFencing();
     }
 }

@@ -3,12 +3,9 @@ package dev.fenced.demo;
 import dev.fenced.spring.FencedLockAutoConfiguration;
 import dev.fenced.spring.FencedProperties;
 
-import dev.fenced.lock.AcquireOptions;
-import dev.fenced.lock.FencedLease;
 import dev.fenced.lock.FencedLockClient;
 import dev.fenced.lock.LeaseNotHeldException;
 import dev.fenced.lock.StaleFencingTokenException;
-import dev.fenced.r2dbc.FencedWrite;
 import io.lettuce.core.RedisURI;
 import io.netty.channel.EventLoopGroup;
 import io.netty.channel.MultiThreadIoEventLoopGroup;
@@ -32,16 +29,17 @@ import reactor.core.publisher.Mono;
 import reactor.core.scheduler.Schedulers;
 
 /**
- * Replays the failure Fenced exists for, live, against the real Redis and PostgreSQL.
+ * Replays the failure Fenced exists for, live, against the real Redis and PostgreSQL, twice: once as the seed did it
+ * ({@link PlainTtlArm}: a plain TTL lock and an unguarded write) and once with Fenced ({@link FencedArm}).
  *
  * <p>Worker A takes the invoice's lock with a short lease and reads the invoice. Then A is paused: its
  * connections to Redis and to PostgreSQL go through {@link StallableRelay}s, which stop moving bytes. A sends its
- * write while its lease is still valid by its own clock, so the write passes every local check and then waits on
+ * write while it still believes it holds the lock, so the write passes every local check and then waits on
  * the wire, as a write does when its sender is paused by a garbage collector right after checking its lease.
- * A's renewals stall the same way, so Redis lets A's key expire. Worker B (the application's own lock client,
- * connected directly) is granted the lock with the next token and writes. When A's connections move again, its
- * write reaches PostgreSQL with the older token, and the fenced update rejects it with
- * {@link StaleFencingTokenException}: B's data is kept.
+ * Redis lets A's key expire. Worker B (connected directly) is granted the lock and writes. When A's connections
+ * move again, its write reaches PostgreSQL. Without fencing it is accepted and overwrites B's; with fencing it
+ * carries the older token and the fenced update rejects it with {@link StaleFencingTokenException}: B's data is
+ * kept.
  */
 @Service
 class ScenarioService implements DisposableBean {
@@ -52,127 +50,148 @@ class ScenarioService implements DisposableBean {
     static final String WORKER_B = "worker-b";
     static final String DATABASE = "database";
 
+    private static final Duration WORKER_A_WAIT = Duration.ofSeconds(5);
+    private static final Duration WORKER_B_WAIT = Duration.ofSeconds(10);
     private static final String HOW = "Worker A's connections to Redis and to PostgreSQL run through in-app TCP relays. "
             + "After A acquired the lock (lease " + WORKER_A_LEASE.toMillis() + " ms) and read the invoice, the relays "
             + "stop moving bytes: A is paused as a whole, like a process stopped by a long GC pause or a network stall. "
-            + "A sends its write while its lease is still valid by its own clock, so the write passes every local check "
-            + "and waits on the wire. A's renewals cannot reach Redis either, so Redis lets the lease expire and grants "
-            + "the lock to worker B with the next token. Once B has written, the relays move again and A's write arrives "
-            + "with the old token. Nothing is faked: the tokens come from Redis and the rejection from PostgreSQL's "
-            + "token-guarded UPDATE.";
+            + "A sends its write while it still believes it holds the lock, so the write passes every local check "
+            + "and waits on the wire. Renewals of A's lease cannot reach Redis either (a plain TTL lock has none), so "
+            + "Redis lets the lease expire and grants the lock to worker B. Once B has written, the relays move again "
+            + "and A's write arrives. Nothing is faked: the locks come from Redis, and what is accepted or rejected is "
+            + "decided by PostgreSQL.";
 
-    private final FencedLockClient locks;
     private final InvoiceRepository invoices;
-    private final FencedProperties properties;
+    private final ConnectionFactory database;
     private final Environment environment;
+    private final RedisURI redis;
+    private final FencedArm fenced;
+    private final PlainTtlArm unfenced;
     private final EventLoopGroup relayLoop = new MultiThreadIoEventLoopGroup(1, NioIoHandler.newFactory());
 
-    ScenarioService(FencedLockClient locks, InvoiceRepository invoices, FencedProperties properties,
-            Environment environment) {
-        this.locks = locks;
+    ScenarioService(FencedLockClient locks, InvoiceRepository invoices, ConnectionFactory database,
+            FencedProperties properties, Environment environment) {
         this.invoices = invoices;
-        this.properties = properties;
+        this.database = database;
         this.environment = environment;
+        this.redis = RedisURI.create(FencedLockAutoConfiguration.redisUri(properties, environment));
+        this.fenced = new FencedArm(locks, properties.keyPrefix());
+        this.unfenced = new PlainTtlArm(redis, properties.keyPrefix(), properties.leaseTime());
     }
 
+    /** The scenario with Fenced: A's late write is rejected, B's data kept. */
     Mono<ScenarioReport> replay() {
+        return replay(fenced);
+    }
+
+    /** The same timeline with a plain TTL lock and an unguarded write: A's late write overwrites B's. */
+    Mono<ScenarioReport> replayWithoutFencing() {
+        return replay(unfenced);
+    }
+
+    private Mono<ScenarioReport> replay(ScenarioArm arm) {
         return invoices.insertScenarioInvoice().flatMap(id -> Mono.usingWhen(
-                openWorkerA(),
-                workerA -> run(id, workerA),
+                openWorkerA(arm),
+                workerA -> Mono.usingWhen(Mono.just(arm.workerB()),
+                        workerB -> run(arm, id, workerA, workerB),
+                        ScenarioArm.Locks::close),
                 WorkerA::close,
                 (workerA, error) -> workerA.close(),
                 WorkerA::close));
     }
 
-    private Mono<ScenarioReport> run(long id, WorkerA workerA) {
+    private Mono<ScenarioReport> run(ScenarioArm arm, long id, WorkerA workerA, ScenarioArm.Locks workerB) {
         String name = InvoiceService.lockName(id);
         Timeline timeline = new Timeline();
-        AcquireOptions aOptions = AcquireOptions.defaults().withLeaseTime(WORKER_A_LEASE).withMaxWait(Duration.ofSeconds(5));
         // A connects to PostgreSQL before it takes the lock, so that connecting does not eat into its lease.
         return Mono.usingWhen(workerA.database.create(),
                 connection -> Mono.defer(() -> {
-                    timeline.add(WORKER_A, "acquire", null, "waiting", "asks for " + name + " with a lease of "
-                            + WORKER_A_LEASE.toMillis() + " ms");
-                    return workerA.locks.acquire(name, aOptions);
-                }).flatMap(leaseA -> {
-                    timeline.add(LOCK_SERVICE, "granted", leaseA.token(), "ok", "grants " + name
-                            + " to worker A with token " + leaseA.token());
-                    leaseA.lost().subscribe(lost -> timeline.add(WORKER_A, "lease-lost", lost.token(), "lost",
-                            "A's client notices its lease is gone (" + lost.reason() + "): its renewals never reached "
-                                    + "Redis. Its write is already on the wire."));
-                    return paused(id, name, workerA, leaseA, connection, timeline);
+                    timeline.add(WORKER_A, "acquire", "asks for the lock", null, "waiting",
+                            "asks for " + name + " with a lease of " + WORKER_A_LEASE.toMillis() + " ms");
+                    return workerA.locks.acquire(name, WORKER_A_WAIT);
+                }).flatMap(heldA -> {
+                    timeline.add(LOCK_SERVICE, "granted", "grants A", heldA.token(), "ok",
+                            "grants " + name + " to worker A " + heldA.grant());
+                    heldA.lost().subscribe(lost -> timeline.add(WORKER_A, "lease-lost", "lease lost", heldA.token(),
+                            "lost", lost));
+                    return paused(arm, id, name, workerA, heldA, connection, workerB, timeline);
                 }),
                 Connection::close);
     }
 
-    private Mono<ScenarioReport> paused(long id, String name, WorkerA workerA, FencedLease leaseA, Connection connection,
-            Timeline timeline) {
+    private Mono<ScenarioReport> paused(ScenarioArm arm, long id, String name, WorkerA workerA, ScenarioArm.Held heldA,
+            Connection connection, ScenarioArm.Locks workerB, Timeline timeline) {
         return read(connection, id).flatMap(seenByA -> {
-            timeline.add(WORKER_A, "read", leaseA.token(), "ok", "reads invoice " + id + ": status " + seenByA.status()
-                    + ", ledger " + seenByA.ledgerTotal());
+            timeline.add(WORKER_A, "read", "reads: ledger " + seenByA.ledgerTotal(), heldA.token(), "ok",
+                    "reads invoice " + id + ": status " + seenByA.status() + ", ledger " + seenByA.ledgerTotal());
             workerA.stall();
-            timeline.add(WORKER_A, "paused", leaseA.token(), "info", "is paused: its connections to Redis and "
+            timeline.add(WORKER_A, "paused", "pauses", heldA.token(), "info", "is paused: its connections to Redis and "
                     + "PostgreSQL stop moving (renewals stall too)");
 
             Mono<Outcome> writeA = Mono.defer(() -> {
-                timeline.add(WORKER_A, "write-sent", leaseA.token(), "waiting", "sends its write with token "
-                        + leaseA.token() + "; its lease is still valid for " + leaseA.remainingValidity().toMillis()
-                        + " ms by its own clock, so the write passes the local check and waits on the wire");
-                return FencedWrite.into(InvoiceRepository.TABLE).key("id", id)
-                        .set("status", "PROCESSED")
-                        .set("ledger_total", seenByA.ledgerTotal() + seenByA.amount())
-                        .set("times_processed", seenByA.timesProcessed() + 1)
-                        .set("processed_by", WORKER_A)
-                        .update(connection, leaseA);
+                timeline.add(WORKER_A, "write-sent", "sends its write", heldA.token(), "waiting",
+                        "sends its write (ledger " + (seenByA.ledgerTotal() + seenByA.amount())
+                        + ", from what it read); "
+                        + heldA.beliefBeforeWrite() + ", and the write waits on the wire");
+                return arm.write(connection, heldA, seenByA, WORKER_A);
             }).map(rows -> {
-                timeline.add(DATABASE, "accepted", leaseA.token(), "ok", "accepted worker A's late write: fencing failed");
-                timeline.add(WORKER_A, "wrote", leaseA.token(), "ok", "believes it wrote");
+                timeline.add(DATABASE, "accepted", "accepts A's write", heldA.token(), "stale",
+                        "accepts worker A's late write: it overwrites worker B's");
+                timeline.add(WORKER_A, "wrote", "thinks it wrote", heldA.token(), "ok", "believes it wrote");
                 return new Outcome(false, null);
             }).onErrorResume(StaleFencingTokenException.class, e -> {
-                timeline.add(DATABASE, "rejected", e.presentedToken(), "rejected", "rejects worker A's write: token "
-                        + e.presentedToken() + " is older than the stored token " + e.storedToken());
-                timeline.add(WORKER_A, "rejected", e.presentedToken(), "rejected",
+                timeline.add(DATABASE, "rejected", "rejects A's write", e.presentedToken(), "rejected",
+                        "rejects worker A's write: token " + e.presentedToken() + " is older than the stored token "
+                        + e.storedToken());
+                timeline.add(WORKER_A, "rejected", "told: stale token", e.presentedToken(), "rejected",
                         "gets StaleFencingTokenException: " + e.getMessage());
                 return Mono.just(new Outcome(true, e.getMessage()));
             }).onErrorResume(LeaseNotHeldException.class, e -> {
                 // Only when this machine was too slow to send the write within A's lease: then A's own check stops it.
-                timeline.add(WORKER_A, "refused-locally", leaseA.token(), "lost", "its client refused to send the "
-                        + "write: the lease had already run out before the pause (" + e.getMessage() + ")");
+                timeline.add(WORKER_A, "refused-locally", "refused locally", heldA.token(), "lost",
+                        "its client refused to send the write: the lease had already run out before the pause ("
+                        + e.getMessage() + ")");
                 return Mono.just(new Outcome(false, e.getMessage()));
             });
 
-            Mono<Long> workerB = Mono.defer(() -> {
-                timeline.add(WORKER_B, "acquire", null, "waiting", "asks for " + name + "; it is held by A until A's "
-                        + "lease runs out in Redis");
-                return locks.acquire(name, AcquireOptions.defaults().withMaxWait(Duration.ofSeconds(10)));
-            }).flatMap(leaseB -> {
-                timeline.add(LOCK_SERVICE, "granted", leaseB.token(), "ok", "A's lease expired unrenewed; grants "
-                        + name + " to worker B with token " + leaseB.token());
-                return invoices.find(id)
-                        .flatMap(seenByB -> invoices.process(seenByB, leaseB, WORKER_B))
-                        .doOnNext(rows -> {
-                            timeline.add(DATABASE, "accepted", leaseB.token(), "ok", "accepts worker B's write with token "
-                                    + leaseB.token());
-                            timeline.add(WORKER_B, "wrote", leaseB.token(), "ok", "wrote with token " + leaseB.token());
-                        })
-                        .then(leaseB.release())
-                        .doOnNext(outcome -> timeline.add(WORKER_B, "released", leaseB.token(), "ok",
-                                "releases the lock (" + outcome + ")"))
-                        .thenReturn(leaseB.token());
-            }).doOnNext(tokenB -> {
-                timeline.add(WORKER_A, "resumes", leaseA.token(), "info", "resumes: its connections move again and its "
-                        + "write with token " + leaseA.token() + " reaches PostgreSQL");
+            Mono<ScenarioArm.Held> runB = Mono.defer(() -> {
+                timeline.add(WORKER_B, "acquire", "asks for the lock", null, "waiting",
+                        "asks for " + name + "; it is held by A until A's lease runs out in Redis");
+                return workerB.acquire(name, WORKER_B_WAIT);
+            }).flatMap(heldB -> {
+                timeline.add(LOCK_SERVICE, "granted", "grants B", heldB.token(), "ok",
+                        "A's lease expired unrenewed; grants " + name + " to worker B " + heldB.grant());
+                return Mono.usingWhen(database.create(),
+                                connectionB -> read(connectionB, id).flatMap(seenByB -> arm.write(connectionB, heldB,
+                                        seenByB, WORKER_B).doOnNext(rows -> {
+                                            timeline.add(DATABASE, "accepted", "accepts B's write", heldB.token(), "ok",
+                                                    "accepts worker B's write (ledger " + (seenByB.ledgerTotal()
+                                                            + seenByB.amount()) + ")");
+                                            timeline.add(WORKER_B, "wrote", "writes", heldB.token(), "ok",
+                                                    "wrote, having read status " + seenByB.status());
+                                        })),
+                                Connection::close)
+                        .then(heldB.release())
+                        .doOnNext(outcome -> timeline.add(WORKER_B, "released", "releases", heldB.token(), "ok",
+                                outcome))
+                        .thenReturn(heldB);
+            }).doOnNext(heldB -> {
+                timeline.add(WORKER_A, "resumes", "resumes", heldA.token(), "info",
+                        "resumes: its connections move again and its write reaches PostgreSQL");
                 workerA.resume();
             });
 
             // A's write is subscribed first, so it is sent before B even asks for the lock.
-            return Mono.zip(writeA, workerB).flatMap(results -> invoices.find(id).map(last -> {
-                timeline.add(DATABASE, "final", last.fencingToken(), "info", "the row holds " + last.processedBy()
-                        + "'s write, token " + last.fencingToken() + ", ledger " + last.ledgerTotal());
-                long tokenB = results.getT2();
+            return Mono.zip(writeA, runB).flatMap(results -> invoices.find(id).map(last -> {
+                timeline.add(DATABASE, "final", WORKER_A.equals(last.processedBy()) ? "row: A's data" : "row: B's data",
+                        last.fencingToken(), "info",
+                        "the row holds " + last.processedBy() + "'s write"
+                        + (last.fencingToken() == null ? "" : ", token " + last.fencingToken())
+                        + ", ledger " + last.ledgerTotal());
+                Long tokenB = results.getT2().token();
                 boolean kept = WORKER_B.equals(last.processedBy()) && Objects.equals(last.fencingToken(), tokenB);
-                return new ScenarioReport(id, name, HOW, WORKER_A_LEASE.toMillis(), leaseA.token(), tokenB,
-                        results.getT1().rejected(), kept, results.getT1().rejection(), last, timeline.events());
+                return new ScenarioReport(arm.fencing(), id, name, HOW, WORKER_A_LEASE.toMillis(), heldA.token(),
+                        tokenB, results.getT1().rejected(), kept, results.getT1().rejection(), last, timeline.events());
             }));
         });
     }
@@ -183,26 +202,20 @@ class ScenarioService implements DisposableBean {
                 .single();
     }
 
-    private Mono<WorkerA> openWorkerA() {
-        RedisURI redis = RedisURI.create(FencedLockAutoConfiguration.redisUri(properties, environment));
+    private Mono<WorkerA> openWorkerA(ScenarioArm arm) {
         ConnectionFactoryOptions postgres = postgresOptions();
         String postgresHost = postgres.getRequiredValue(ConnectionFactoryOptions.HOST).toString();
         Object postgresPort = postgres.getValue(ConnectionFactoryOptions.PORT);
         int port = postgresPort == null ? 5432 : Integer.parseInt(postgresPort.toString());
         return Mono.zip(StallableRelay.open(relayLoop, redis.getHost(), redis.getPort()),
                         StallableRelay.open(relayLoop, postgresHost, port))
-                // Building a lock client draws its id from SecureRandom, which may block: not on an event loop.
+                // Looking up the R2DBC driver reads jar files, and a lock client draws its id from SecureRandom:
+                // both may block, so not on an event loop.
                 .publishOn(Schedulers.boundedElastic())
-                .map(relays -> {
+                .flatMap(relays -> {
                     RedisURI viaRelay = RedisURI.create(redis.toURI().toString());
                     viaRelay.setHost("127.0.0.1");
                     viaRelay.setPort(relays.getT1().port());
-                    FencedLockClient clientA = FencedLockClient.builder()
-                            .redisUri(viaRelay)
-                            .keyPrefix(properties.keyPrefix())
-                            .leaseTime(WORKER_A_LEASE)
-                            .commandTimeout(Duration.ofMillis(250))
-                            .build();
                     ConnectionFactoryOptions.Builder options = ConnectionFactoryOptions.builder()
                             .option(ConnectionFactoryOptions.DRIVER, "postgresql")
                             .option(ConnectionFactoryOptions.HOST, "127.0.0.1")
@@ -210,7 +223,11 @@ class ScenarioService implements DisposableBean {
                     copy(postgres, options, ConnectionFactoryOptions.DATABASE);
                     copy(postgres, options, ConnectionFactoryOptions.USER);
                     copy(postgres, options, ConnectionFactoryOptions.PASSWORD);
-                    return new WorkerA(clientA, ConnectionFactories.get(options.build()), relays.getT1(), relays.getT2());
+                    return arm.workerA(viaRelay, WORKER_A_LEASE)
+                            .map(locks -> new WorkerA(locks, ConnectionFactories.get(options.build()), relays.getT1(),
+                                    relays.getT2()))
+                            .onErrorResume(e -> relays.getT1().close().then(relays.getT2().close())
+                                    .then(Mono.error(e)));
                 });
     }
 
@@ -239,18 +256,19 @@ class ScenarioService implements DisposableBean {
 
     @Override
     public void destroy() {
+        unfenced.shutdown();
         relayLoop.shutdownGracefully(0, 2, TimeUnit.SECONDS);
     }
 
-    /** Worker A's own lock client and database connection factory, both reaching their servers through relays. */
+    /** Worker A's own locks and database connection factory, both reaching their servers through relays. */
     private static final class WorkerA {
 
-        final FencedLockClient locks;
+        final ScenarioArm.Locks locks;
         final ConnectionFactory database;
         private final StallableRelay redisRelay;
         private final StallableRelay postgresRelay;
 
-        WorkerA(FencedLockClient locks, ConnectionFactory database, StallableRelay redisRelay,
+        WorkerA(ScenarioArm.Locks locks, ConnectionFactory database, StallableRelay redisRelay,
                 StallableRelay postgresRelay) {
             this.locks = locks;
             this.database = database;
@@ -270,7 +288,7 @@ class ScenarioService implements DisposableBean {
 
         Mono<Void> close() {
             resume();
-            return locks.closeLater().then(redisRelay.close()).then(postgresRelay.close());
+            return locks.close().then(redisRelay.close()).then(postgresRelay.close());
         }
     }
 
@@ -283,9 +301,10 @@ class ScenarioService implements DisposableBean {
         private final long start = System.nanoTime();
         private final List<ScenarioEvent> events = new ArrayList<>();
 
-        synchronized void add(String lane, String kind, @Nullable Long token, String outcome, String detail) {
-            events.add(new ScenarioEvent(TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - start), lane, kind, token,
-                    outcome, detail));
+        synchronized void add(String lane, String kind, String label, @Nullable Long token, String outcome,
+                String detail) {
+            events.add(new ScenarioEvent(TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - start), lane, kind, label,
+                    token, outcome, detail));
         }
 
         synchronized List<ScenarioEvent> events() {

@@ -20,11 +20,14 @@ import redis.embedded.core.ExecutableProvider;
  * A Redis process owned by one test, for tests that stop, restart or otherwise abuse their server. It
  * listens on {@code 127.0.0.1} only, on a free port chosen at {@link #start()} and kept across restarts,
  * and never persists data: it runs with {@code --save "" --appendonly no} in a private working directory
- * that is emptied whenever the process stops, so every (re)start begins with an empty data set.
+ * that is emptied whenever the process stops, so every (re)start begins with an empty data set. A replica of it
+ * is synced at once ({@code --repl-diskless-sync-delay 0}).
  *
- * <p>The binary is the one shipped in {@code com.github.codemonstur:embedded-redis}; if that does not start
- * on this machine, {@code redis-server} from the {@code PATH}. Use it with try-with-resources or close it
- * in an {@code @AfterEach}/{@code @AfterAll} method.
+ * <p>The binary is the Redis 7 bundled in this module (the static builds for Linux and macOS, x86-64 and arm64,
+ * of {@code com.github.lansheng228:embedded-redis}); where none is bundled or it does not start, {@code redis-server}
+ * from the {@code PATH}; then the Redis 6.2 of {@code com.github.codemonstur:embedded-redis}. So a machine with only
+ * a JDK runs the same Redis 7 as CI. Use it with try-with-resources or close it in an
+ * {@code @AfterEach}/{@code @AfterAll} method.
  *
  * <p>Thread-safe: {@link #stop()}, {@link #restart()} and {@link #close()} are serialized on this object;
  * the address methods never change.
@@ -34,23 +37,35 @@ public final class EmbeddedRedis implements AutoCloseable {
     private static final Logger LOG = LoggerFactory.getLogger(EmbeddedRedis.class);
     private static final int PORT_ATTEMPTS = 3;
 
-    /** The binaries {@link #start()} tries, in this order. */
+    /** The {@code redis-server} binaries this package can run; {@link #PREFERRED} says in which order. */
     enum Binary {
-        ARTIFACT("the redis-server shipped in embedded-redis") {
+        REDIS_7("the Redis 7 redis-server bundled in test-services") {
             @Override
             File locate() throws IOException {
-                return ExecutableProvider.newJarResourceProvider().get();
+                return BundledRedis.extract();
             }
         },
         PATH("redis-server on the PATH") {
             @Override
             File locate() throws IOException {
-                return ExecutableProvider.newExecutableInPath("redis-server").get();
+                return onPath(System.getenv().getOrDefault("PATH", ""));
+            }
+        },
+        REDIS_6("the Redis 6.2 redis-server shipped in embedded-redis") {
+            @Override
+            File locate() throws IOException {
+                return ExecutableProvider.newJarResourceProvider().get();
             }
         };
 
+        /**
+         * The order every server of this package tries: the bundled Redis 7 first, so that a laptop with only a JDK
+         * runs what CI runs; the PATH where no binary is bundled for this platform; Redis 6.2 last.
+         */
+        static final List<Binary> PREFERRED = List.of(REDIS_7, PATH, REDIS_6);
+
         private final String description;
-        // The artifact's binary is copied to a new temporary directory by every locate(): do it once.
+        // An artifact's binary is copied to a new temporary file by every locate(): do it once.
         private @Nullable File located;
 
         Binary(String description) {
@@ -66,6 +81,33 @@ public final class EmbeddedRedis implements AutoCloseable {
                 located = file;
             }
             return file;
+        }
+
+        /** The first executable {@code redis-server} in the directories of {@code path} (a {@code PATH} value). */
+        static File onPath(String path) throws IOException {
+            for (String directory : path.split(File.pathSeparator)) {
+                if (!directory.isEmpty()) {
+                    File candidate = new File(directory, "redis-server");
+                    if (candidate.isFile() && candidate.canExecute()) {
+                        return candidate;
+                    }
+                }
+            }
+            throw new IOException("no executable redis-server in any directory of the PATH '" + path + "'");
+        }
+
+        /** The first of {@link #PREFERRED} that is found on this machine. */
+        static File firstAvailable() {
+            IllegalStateException failure = new IllegalStateException("No redis-server: none of "
+                    + PREFERRED.stream().map(b -> b.description).toList() + " is available here");
+            for (Binary binary : PREFERRED) {
+                try {
+                    return binary.executable();
+                } catch (IOException | RuntimeException e) {
+                    failure.addSuppressed(e);
+                }
+            }
+            throw failure;
         }
     }
 
@@ -90,7 +132,7 @@ public final class EmbeddedRedis implements AutoCloseable {
      * @throws IllegalStateException if neither binary could be started; the message says why for each
      */
     public static EmbeddedRedis start() {
-        return start(Binary.values());
+        return start(Binary.PREFERRED.toArray(Binary[]::new));
     }
 
     /** Starts Redis from the first of {@code binaries} that works; tests use it to try each binary alone. */
@@ -216,6 +258,8 @@ public final class EmbeddedRedis implements AutoCloseable {
                 "--bind", Loopback.HOST,
                 "--save", "",
                 "--appendonly", "no",
+                // Redis 7 syncs a new replica without disk, after 5 seconds by default: at once here.
+                "--repl-diskless-sync-delay", "0",
                 "--dir", directory.toString());
         // No output listeners: the library reads standard output itself until the ready line; a listener
         // would read the same stream concurrently and could swallow that line.

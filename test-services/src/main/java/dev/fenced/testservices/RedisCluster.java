@@ -61,7 +61,7 @@ public final class RedisCluster implements AutoCloseable {
             for (int i = 0; i < primaries; i++) {
                 String[] options = {"--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
                     "--cluster-node-timeout", "2000"};
-                nodes.add(redis6 ? RedisProcess.startFromEmbeddedArtifact(options) : RedisProcess.start(options));
+                nodes.add(redis6 ? RedisProcess.startRedis6(options) : RedisProcess.start(options));
             }
             List<String> ids = new ArrayList<>();
             for (int i = 0; i < primaries; i++) {

@@ -17,8 +17,9 @@ import org.slf4j.LoggerFactory;
  * Sentinel) that {@link EmbeddedRedis} does not cover. It listens on {@code 127.0.0.1} on a free port,
  * never persists data, and runs in a private working directory deleted on {@link #close()}.
  *
- * <p>The binary is {@code redis-server} from the {@code PATH} (Redis 7 on this project's machines), else
- * the one shipped in {@code com.github.codemonstur:embedded-redis} (Redis 6.2). A process that is still
+ * <p>The binary is the first available in the order {@link EmbeddedRedis} uses: the Redis 7 bundled in this
+ * module, else {@code redis-server} from the {@code PATH}, else the Redis 6.2 of
+ * {@code com.github.codemonstur:embedded-redis}; {@link #startRedis6} asks for Redis 6.2. A process that is still
  * running when the JVM exits is killed by a shutdown hook.
  *
  * <p>Thread-safe: state changes are serialized on this object.
@@ -43,8 +44,8 @@ public final class RedisProcess implements AutoCloseable {
     }
 
     /**
-     * Starts {@code redis-server} with {@code options} added to the defaults (port, bind, no persistence,
-     * working directory) and returns once it answers {@code PING}.
+     * Starts {@code redis-server} with {@code options} added to the defaults (port, bind, no persistence, replicas
+     * synced at once, working directory) and returns once it answers {@code PING}.
      *
      * @param options further options, such as {@code "--cluster-enabled", "yes"}
      * @return the running process
@@ -63,7 +64,7 @@ public final class RedisProcess implements AutoCloseable {
      * @return the running process
      */
     public static RedisProcess startWithConfig(@Nullable String config, String... options) {
-        return startWith(binary(), config, options);
+        return startWith(EmbeddedRedis.Binary.firstAvailable(), config, options);
     }
 
     /**
@@ -73,10 +74,10 @@ public final class RedisProcess implements AutoCloseable {
      * @param options further options
      * @return the running process
      */
-    public static RedisProcess startFromEmbeddedArtifact(String... options) {
+    public static RedisProcess startRedis6(String... options) {
         File executable;
         try {
-            executable = EmbeddedRedis.Binary.ARTIFACT.executable();
+            executable = EmbeddedRedis.Binary.REDIS_6.executable();
         } catch (IOException e) {
             throw new IllegalStateException("The embedded-redis binary is not usable: " + e.getMessage(), e);
         }
@@ -104,7 +105,8 @@ public final class RedisProcess implements AutoCloseable {
                 all.add(file.toString());
             }
             all.addAll(List.of("--port", Integer.toString(port), "--bind", Loopback.HOST, "--save", "",
-                    "--appendonly", "no", "--dir", directory.toString(), "--logfile", "redis.log"));
+                    "--appendonly", "no", "--repl-diskless-sync-delay", "0", "--dir", directory.toString(),
+                    "--logfile", "redis.log"));
             all.addAll(List.of(options));
             RedisProcess redis = new RedisProcess(port, executable, directory, List.copyOf(all));
             try {
@@ -117,21 +119,6 @@ public final class RedisProcess implements AutoCloseable {
         }
         EmbeddedRedis.deleteQuietly(directory);
         throw failure;
-    }
-
-    private static File binary() {
-        try {
-            return redis.embedded.core.ExecutableProvider.newExecutableInPath("redis-server").get();
-        } catch (IOException | RuntimeException onPath) {
-            try {
-                return EmbeddedRedis.Binary.ARTIFACT.executable();
-            } catch (IOException | RuntimeException e) {
-                IllegalStateException failure = new IllegalStateException(
-                        "No redis-server: none on the PATH, and the embedded-redis binary failed: " + e.getMessage(), e);
-                failure.addSuppressed(onPath);
-                throw failure;
-            }
-        }
     }
 
     private synchronized void launch() {

@@ -39,8 +39,8 @@ public final class RedisSentinels implements AutoCloseable {
     public static RedisSentinels start() {
         List<RedisProcess> started = new ArrayList<>();
         try {
-            // No 5-second wait before a diskless full sync: the replica is in sync at once.
-            RedisProcess primary = RedisProcess.start("--repl-diskless-sync-delay", "0");
+            // RedisProcess syncs replicas at once (no 5-second wait before a diskless full sync).
+            RedisProcess primary = RedisProcess.start();
             started.add(primary);
             RedisProcess replica = RedisProcess.start("--replicaof", Loopback.HOST, Integer.toString(primary.port()));
             started.add(replica);

