@@ -15,11 +15,10 @@ import reactor.core.publisher.Mono;
  * <p>While held, the lease is renewed in the background. When it is lost, {@link #lost()} emits a
  * {@link LeaseLostException}; loss is never silent.
  *
- * <p>Thread-safe. {@link #lost()} signals on the thread that discovered the loss: the client's renewal
- * scheduler (a failed or refused renewal), the driver's I/O thread (a release that found the lease gone, a
- * reconnect that found another server),
- * the thread that closed the client, or the thread that called {@link #reportRejectedWrite}. Keep work done
- * there short and non-blocking.
+ * <p>Thread-safe. {@link #lost()} never signals on the thread that renews: a loss found by a renewal, a
+ * release or a reconnect is signalled on the client's emission scheduler (by default Reactor's
+ * {@code Schedulers.parallel()}); a loss the caller causes ({@link #reportRejectedWrite}, closing the client)
+ * on the caller's thread, before the call returns. Keep work done there short and non-blocking.
  */
 public interface FencedLease {
 

@@ -35,6 +35,7 @@ public final class FencedLockClientBuilder {
     private LockObserver observer = LockObserver.NONE;
     private TokenScheme tokenScheme = TokenScheme.SERVER_TIME;
     private int maxWaitersPerLock = Integer.MAX_VALUE;
+    private @Nullable Scheduler emissionScheduler;
 
     FencedLockClientBuilder() {
     }
@@ -259,6 +260,21 @@ public final class FencedLockClientBuilder {
     }
 
     /**
+     * Where leases and loss signals are delivered, so that the code they run (the work of {@code withLease},
+     * a cancelled scope's error handling) runs on threads of the application's choosing, as reactor-pool's
+     * acquisition scheduler does. Default: a lease is delivered on the thread that received the grant
+     * (Lettuce's I/O thread, or the client's scheduler for an acquire that waited), and a loss on Reactor's
+     * {@code Schedulers.parallel()}, never on the thread that renews. Either way, do not block there.
+     *
+     * @param emissionScheduler the scheduler
+     * @return this builder
+     */
+    public FencedLockClientBuilder emissionScheduler(Scheduler emissionScheduler) {
+        this.emissionScheduler = Objects.requireNonNull(emissionScheduler, "emissionScheduler must not be null");
+        return this;
+    }
+
+    /**
      * How many acquires of this client may wait for one lock at once. An acquire that would wait beyond that
      * fails at once with {@link LockWaitQueueFullException}, so a burst of work on one hot lock cannot pile up
      * without bound. Default: no limit. (Waiting costs little: only the oldest waiter of a lock makes attempts
@@ -292,7 +308,8 @@ public final class FencedLockClientBuilder {
         ClientSettings settings = ClientSettings.of(keyPrefix, leaseTime, renewalPeriod, maxWait, commandTimeout, scheduler)
                 .withObserver(observer)
                 .withTokenScheme(tokenScheme)
-                .withMaxWaitersPerLock(maxWaitersPerLock);
+                .withMaxWaitersPerLock(maxWaitersPerLock)
+                .withEmissionScheduler(emissionScheduler);
         if (replicaAcks.timeout().compareTo(settings.commandTimeout()) >= 0) {
             if (settings.ownsScheduler()) {
                 settings.scheduler().dispose();

@@ -129,6 +129,31 @@ class RedisClusterIT {
     }
 
     @Test
+    void aClientThatCannotReadInfoAgreesWithTheOthersOnHowReleasesAreNotified() throws Exception {
+        // A managed cluster may refuse INFO to the application's user; the holder's client reads it, the waiter's
+        // cannot. Both must use the channel kind the server has, or the waiter never hears the release.
+        for (RedisProcess node : cluster.nodes()) {
+            node.call("ACL", "SETUSER", "noinfo", "on", "nopass", "~*", "resetchannels", "&*", "+@all", "-info");
+        }
+        FencedLockClient holder = client(Duration.ofSeconds(60));
+        FencedLockClient waiter = FencedLockClient.builder()
+                .redisCluster(cluster.seedUri().replace("redis://", "redis://noinfo:any@"))
+                .keyPrefix(prefix).leaseTime(Duration.ofSeconds(60)).maxWait(BOUND).build();
+        clients.add(waiter);
+        FencedLease held = holder.acquire("agree").block(BOUND);
+        String channel = prefix + "{agree}:released";
+
+        CompletableFuture<FencedLease> next = waiter.acquire("agree").toFuture();
+        await("the waiter to subscribe to the lock's release channel", () -> subscribed(channel));
+        held.release().block(BOUND);
+
+        // The holder's lease had 60 s to run and the wait is bounded at 20 s: only the notification can wake it.
+        FencedLease woken = next.get(BOUND.toSeconds(), TimeUnit.SECONDS);
+        assertThat(woken.token()).isGreaterThan(held.token());
+        woken.release().block(BOUND);
+    }
+
+    @Test
     void aWaiterWhoseChannelMovesWithItsSlotIsStillWoken() throws Exception {
         FencedLockClient holder = client(Duration.ofSeconds(60));
         FencedLockClient waiter = client(Duration.ofSeconds(60));

@@ -21,6 +21,9 @@ import reactor.core.scheduler.Schedulers;
  * @param observer receives metrics and tracing events
  * @param tokenScheme how the store mints tokens
  * @param maxWaitersPerLock how many acquires may wait for one lock at once
+ * @param emissionScheduler where leases and loss signals are delivered, or {@code null} for the default: leases
+ *     on the thread that received the grant, losses on Reactor's parallel scheduler (or on a virtual-time
+ *     scheduler, the client's)
  */
 public record ClientSettings(
         String keyPrefix,
@@ -32,7 +35,8 @@ public record ClientSettings(
         boolean ownsScheduler,
         LockObserver observer,
         TokenScheme tokenScheme,
-        int maxWaitersPerLock) {
+        int maxWaitersPerLock,
+        @Nullable Scheduler emissionScheduler) {
 
     /** The default key prefix. */
     public static final String DEFAULT_KEY_PREFIX = "fenced:";
@@ -123,7 +127,7 @@ public record ClientSettings(
         Scheduler s = scheduler != null ? scheduler : Schedulers.newSingle("fenced-renewal", true);
         try {
             return new ClientSettings(keyPrefix, leaseTime, renewal, maxWait, timeout, s, owns, LockObserver.NONE,
-                    TokenScheme.SERVER_TIME, Integer.MAX_VALUE);
+                    TokenScheme.SERVER_TIME, Integer.MAX_VALUE, null);
         } catch (RuntimeException e) {
             if (owns) {
                 s.dispose();
@@ -140,7 +144,7 @@ public record ClientSettings(
      */
     public ClientSettings withObserver(LockObserver newObserver) {
         return new ClientSettings(keyPrefix, leaseTime, renewalPeriod, maxWait, commandTimeout, scheduler, ownsScheduler,
-                newObserver, tokenScheme, maxWaitersPerLock);
+                newObserver, tokenScheme, maxWaitersPerLock, emissionScheduler);
     }
 
     /**
@@ -151,7 +155,7 @@ public record ClientSettings(
      */
     public ClientSettings withTokenScheme(TokenScheme scheme) {
         return new ClientSettings(keyPrefix, leaseTime, renewalPeriod, maxWait, commandTimeout, scheduler, ownsScheduler,
-                observer, scheme, maxWaitersPerLock);
+                observer, scheme, maxWaitersPerLock, emissionScheduler);
     }
 
     /**
@@ -162,7 +166,32 @@ public record ClientSettings(
      */
     public ClientSettings withMaxWaitersPerLock(int max) {
         return new ClientSettings(keyPrefix, leaseTime, renewalPeriod, maxWait, commandTimeout, scheduler, ownsScheduler,
-                observer, tokenScheme, max);
+                observer, tokenScheme, max, emissionScheduler);
+    }
+
+    /**
+     * The same settings with a scheduler on which leases and loss signals are delivered.
+     *
+     * @param scheduler the scheduler, or {@code null} for the default
+     * @return new settings
+     */
+    public ClientSettings withEmissionScheduler(@Nullable Scheduler scheduler) {
+        return new ClientSettings(keyPrefix, leaseTime, renewalPeriod, maxWait, commandTimeout, this.scheduler, ownsScheduler,
+                observer, tokenScheme, maxWaitersPerLock, scheduler);
+    }
+
+    /**
+     * Where loss signals are delivered: the emission scheduler, else Reactor's parallel scheduler, so that the
+     * user code they trigger (a cancelled {@code withLease}, its error handling) never runs on the thread that
+     * renews. A virtual-time scheduler delivers them itself, so that tests stay deterministic.
+     *
+     * @return the scheduler
+     */
+    public Scheduler lossScheduler() {
+        if (emissionScheduler != null) {
+            return emissionScheduler;
+        }
+        return virtualTime() ? scheduler : Schedulers.parallel();
     }
 
     /**

@@ -201,12 +201,26 @@ final class HeldLease implements FencedLease {
                 .then();
     }
 
-    /** Marks the lease lost and signals it; false if it was not held. */
+    /**
+     * Marks the lease lost and signals it off the calling thread (the renewer's or an I/O thread); false if it
+     * was not held.
+     */
     boolean markLost(LossReason reason) {
         return markLost(reason, State.HELD, null);
     }
 
+    /** Marks the lease lost and signals it on the calling thread (for the test kit); false if it was not held. */
+    boolean loseOnCallingThread(LossReason reason) {
+        return markLost(reason, State.HELD, null, true);
+    }
+
     private boolean markLost(LossReason reason, State from, @Nullable Throwable cause) {
+        // A loss the caller causes (a rejected write, close) is signalled on its thread, before its call
+        // returns: a withLease whose write was refused then fails with the loss, not with the rejection.
+        return markLost(reason, from, cause, reason == LossReason.SUPERSEDED || reason == LossReason.CLIENT_CLOSED);
+    }
+
+    private boolean markLost(LossReason reason, State from, @Nullable Throwable cause, boolean inline) {
         if (!state.compareAndSet(from, State.LOST)) {
             return false;
         }
@@ -217,8 +231,24 @@ final class HeldLease implements FencedLease {
         registry.settled(this);
         runtime.observer().leaseLost(name, reason);
         log.debug("{}", e.getMessage());
-        lost.tryEmitValue(e);
+        if (inline) {
+            lost.tryEmitValue(e);
+        } else {
+            deliver(() -> lost.tryEmitValue(e));
+        }
         return true;
+    }
+
+    /**
+     * Runs a signal to the lease's subscribers on the loss scheduler, never on the thread that renews (or on
+     * the caller's thread if that scheduler refuses work).
+     */
+    private void deliver(Runnable signal) {
+        try {
+            runtime.settings().lossScheduler().schedule(signal);
+        } catch (java.util.concurrent.RejectedExecutionException e) {
+            signal.run();
+        }
     }
 
     /** On close: signal the loss, then delete the key if it still holds this lease. */

@@ -130,7 +130,8 @@ public final class LeasingLockClient implements FencedLockClient {
                     ? attempts.run(name, leaseNanos).mapNotNull(AcquireAttempt.Result::lease)
                     : AcquireWaiter.waitFor(runtime, waiters, attempts, name, leaseNanos, maxWait, settings.maxWaitersPerLock())
                             .cast(FencedLease.class);
-            return observed(name, acquire);
+            Scheduler emission = settings.emissionScheduler();
+            return observed(name, emission == null ? acquire : acquire.publishOn(emission));
         }).doOnDiscard(HeldLease.class, lease -> lease.releaseQuietly().subscribe())
                 .contextWrite(DroppedLeases::releaseIn);
     }
@@ -334,7 +335,7 @@ public final class LeasingLockClient implements FencedLockClient {
      */
     public boolean forceLoss(String name, LossReason reason) {
         HeldLease lease = registry.held(name);
-        return lease != null && lease.markLost(reason);
+        return lease != null && lease.loseOnCallingThread(reason);
     }
 
     /**

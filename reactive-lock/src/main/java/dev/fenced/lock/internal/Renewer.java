@@ -65,6 +65,7 @@ final class Renewer {
     static final int HOUSEKEEPING_BATCH = 1024;
 
     private final LeaseRuntime runtime;
+    private final Scheduler scheduler;
     private final Scheduler.Worker worker;
     private volatile boolean stopped;
     private final Set<HeldLease> leases = ConcurrentHashMap.newKeySet();
@@ -85,12 +86,18 @@ final class Renewer {
     /** A renewer on a scheduler of its own (tests wrap the client's scheduler to watch the worker). */
     Renewer(LeaseRuntime runtime, Scheduler scheduler) {
         this.runtime = runtime;
+        this.scheduler = scheduler;
         this.worker = scheduler.createWorker();
     }
 
     /** Renews the lease from now on; from any thread, without waking the worker unless it must. */
     void track(HeldLease lease) {
         leases.add(lease);
+        if (scheduler.isDisposed()) {
+            // Its armed timer is gone too: nothing will renew any lease.
+            schedulerRejected(new RejectedExecutionException("the renewal scheduler is disposed"));
+            return;
+        }
         inbox.offer(lease); // before reading armedAt: see the class javadoc
         long armed = armedAt;
         if (armed == UNARMED || lease.renewAt - armed < 0 || lease.deadline() - armed < 0) {

@@ -1,5 +1,6 @@
 package dev.fenced.lock.internal.redis;
 
+import io.lettuce.core.RedisCommandExecutionException;
 import io.lettuce.core.RedisURI;
 import io.lettuce.core.cluster.ClusterClientOptions;
 import io.lettuce.core.cluster.ClusterTopologyRefreshOptions;
@@ -13,6 +14,7 @@ import io.lettuce.core.cluster.pubsub.StatefulRedisClusterPubSubConnection;
 import io.lettuce.core.codec.StringCodec;
 import java.time.Duration;
 import java.util.List;
+import org.jspecify.annotations.Nullable;
 import reactor.core.publisher.Mono;
 
 /**
@@ -23,6 +25,9 @@ import reactor.core.publisher.Mono;
  */
 final class ClusterConnections extends BaseConnections<StatefulRedisClusterConnection<String, String>,
         StatefulRedisClusterPubSubConnection<String, String>> {
+
+    /** Whether the cluster has sharded pub/sub, as its answer to the first SSUBSCRIBE said; null before. */
+    private volatile @Nullable Boolean sharded;
 
     private ClusterConnections(RedisClusterClient client, boolean owns, String keyPrefix, RedisConnections.Listener listener) {
         super(client, owns, keyPrefix,
@@ -111,19 +116,35 @@ final class ClusterConnections extends BaseConnections<StatefulRedisClusterConne
 
     @Override
     public boolean shardedPubSub() {
-        return server().atLeast(7);
+        // The release script publishes with SPUBLISH where the server has it, whatever this client knows of it.
+        return true;
     }
 
     @Override
     public Mono<Void> subscribe(String channel) {
-        // Lettuce sends SSUBSCRIBE to the node serving the channel's slot.
-        return pubSub().flatMap(c -> shardedPubSub() ? c.reactive().ssubscribe(channel) : c.reactive().subscribe(channel));
+        // Lettuce sends SSUBSCRIBE to the node serving the channel's slot. Whether the server has sharded
+        // pub/sub is learned from its answer, not from INFO (which a client may not be allowed to read), so that
+        // subscribers and the release script always agree.
+        return pubSub().flatMap(c -> {
+            if (Boolean.FALSE.equals(sharded)) {
+                return c.reactive().subscribe(channel);
+            }
+            return c.reactive().ssubscribe(channel)
+                    .doOnSuccess(done -> sharded = true)
+                    .onErrorResume(RedisCommandExecutionException.class, e -> {
+                        if (!String.valueOf(e.getMessage()).toLowerCase(java.util.Locale.ROOT).contains("unknown command")) {
+                            return Mono.error(e);
+                        }
+                        sharded = false; // before Redis 7: plain pub/sub, which the script falls back to as well
+                        return c.reactive().subscribe(channel);
+                    });
+        });
     }
 
     @Override
     public Mono<Void> unsubscribe(String channel) {
-        return pubSub().flatMap(c -> shardedPubSub()
-                ? c.reactive().sunsubscribe(channel)
-                : c.reactive().unsubscribe(channel));
+        return pubSub().flatMap(c -> Boolean.FALSE.equals(sharded)
+                ? c.reactive().unsubscribe(channel)
+                : c.reactive().sunsubscribe(channel));
     }
 }

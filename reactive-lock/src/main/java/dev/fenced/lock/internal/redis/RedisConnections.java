@@ -79,10 +79,12 @@ interface RedisConnections {
     Mono<Void> verified();
 
     /**
-     * Whether release notifications use sharded pub/sub ({@code SPUBLISH}/{@code SSUBSCRIBE}): on a
-     * cluster of Redis 7 or later, where a plain {@code PUBLISH} is broadcast to every node.
+     * Whether releases are notified with sharded pub/sub where the server has it ({@code SPUBLISH}, falling
+     * back to {@code PUBLISH} in the script): on a cluster, where a plain {@code PUBLISH} is broadcast to every
+     * node. Subscribers learn what the server has from its answer to {@code SSUBSCRIBE}, so all clients of a
+     * deployment agree, whatever each may read of the server.
      *
-     * @return whether notifications are sharded
+     * @return whether notifications try sharded pub/sub
      */
     boolean shardedPubSub();
 

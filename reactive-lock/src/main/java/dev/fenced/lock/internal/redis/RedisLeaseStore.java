@@ -62,6 +62,11 @@ public final class RedisLeaseStore implements LeaseStore {
     private final boolean serverTimeTokens;
     private final Map<String, ChannelWatch> watches = new ConcurrentHashMap<>();
     private final Sinks.Many<String> serverChanges = Sinks.many().multicast().directBestEffort();
+    // Pub/sub commands, one at a time in the order they were queued (under the watches lock).
+    private final Sinks.Many<Mono<Void>> pubSubCommands = Sinks.many().unicast().onBackpressureBuffer();
+    private final reactor.core.Disposable pubSubWorker = pubSubCommands.asFlux()
+            .concatMap(command -> command.onErrorResume(e -> Mono.empty()), 1)
+            .subscribe();
     // Read here, on the thread that builds the client: reading resources on an event loop would block it.
     private final LuaScript acquireScript = LuaScript.ACQUIRE;
     private final LuaScript renewScript = LuaScript.RENEW;
@@ -373,11 +378,9 @@ public final class RedisLeaseStore implements LeaseStore {
                 watch = watches.get(channel);
                 if (watch == null) {
                     watch = new ChannelWatch();
-                    // Sent under the lock so that SUBSCRIBE and UNSUBSCRIBE of a channel go out in order.
-                    watch.confirmed = connections.subscribe(channel)
+                    watch.confirmed = inOrder(connections.subscribe(channel)
                             .timeout(connectTimeout.plus(commandTimeout), scheduler)
-                            .cache();
-                    watch.confirmed.subscribe(null, e -> log.debug("SUBSCRIBE {} failed: {}", channel, e.toString()));
+                            .doOnError(e -> log.debug("SUBSCRIBE {} failed: {}", channel, e.toString())));
                     watches.put(channel, watch);
                 }
                 watch.refs++;
@@ -390,8 +393,8 @@ public final class RedisLeaseStore implements LeaseStore {
     private void unwatch(String channel, ChannelWatch watch) {
         synchronized (watches) {
             if (--watch.refs == 0 && watches.remove(channel, watch)) {
-                connections.unsubscribe(channel)
-                        .subscribe(null, e -> log.debug("UNSUBSCRIBE {} failed: {}", channel, e.toString()));
+                inOrder(connections.unsubscribe(channel)
+                        .doOnError(e -> log.debug("UNSUBSCRIBE {} failed: {}", channel, e.toString())));
             }
         }
     }
@@ -404,11 +407,26 @@ public final class RedisLeaseStore implements LeaseStore {
     private void resubscribe(String channel) {
         synchronized (watches) {
             if (watches.containsKey(channel)) {
-                connections.subscribe(channel)
+                inOrder(connections.subscribe(channel)
                         .timeout(connectTimeout.plus(commandTimeout), scheduler)
-                        .subscribe(null, e -> log.debug("Subscribing again to {} failed: {}", channel, e.toString()));
+                        .doOnError(e -> log.debug("Subscribing again to {} failed: {}", channel, e.toString())));
             }
         }
+    }
+
+    /**
+     * Queues a pub/sub command behind the earlier ones; called under the watches lock, so commands are queued
+     * in the order the watches changed. They reach the server in that order even while the pub/sub
+     * connection is still opening (commands waiting for one connection would otherwise go out in any order, and
+     * an UNSUBSCRIBE overtaking its SUBSCRIBE would leave a waiter deaf for good).
+     *
+     * @param command the command
+     * @return completes when the command has
+     */
+    private Mono<Void> inOrder(Mono<Void> command) {
+        Sinks.Empty<Void> done = Sinks.empty();
+        pubSubCommands.tryEmitNext(command.doOnSuccess(nothing -> done.tryEmitEmpty()).doOnError(done::tryEmitError));
+        return done.asMono();
     }
 
     private void onRelease(String channel) {
@@ -420,6 +438,7 @@ public final class RedisLeaseStore implements LeaseStore {
 
     @Override
     public Mono<Void> close() {
+        pubSubWorker.dispose();
         return connections.close();
     }
 
