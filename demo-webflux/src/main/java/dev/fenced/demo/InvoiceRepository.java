@@ -2,13 +2,15 @@ package dev.fenced.demo;
 
 import dev.fenced.lock.FencedLease;
 import dev.fenced.r2dbc.FencedWrite;
-import io.r2dbc.spi.ConnectionFactory;
 import io.r2dbc.spi.Readable;
 import org.springframework.r2dbc.core.DatabaseClient;
 import org.springframework.stereotype.Repository;
 import reactor.core.publisher.Mono;
 
-/** Reads invoices and writes them through {@link FencedWrite}, so that every write carries its lease's token. */
+/**
+ * Reads invoices and writes them through {@link FencedWrite}, so that every write carries its lease's token. The
+ * writes go through Spring's {@link DatabaseClient}, so they join a surrounding transaction when there is one.
+ */
 @Repository
 class InvoiceRepository {
 
@@ -32,11 +34,9 @@ class InvoiceRepository {
             "id, customer, status, amount, ledger_total, times_processed, settlements, processed_by, fencing_token, fencing_owner";
 
     private final DatabaseClient db;
-    private final ConnectionFactory connectionFactory;
 
-    InvoiceRepository(DatabaseClient db, ConnectionFactory connectionFactory) {
+    InvoiceRepository(DatabaseClient db) {
         this.db = db;
-        this.connectionFactory = connectionFactory;
     }
 
     Mono<Invoice> find(long id) {
@@ -46,6 +46,17 @@ class InvoiceRepository {
                 .one();
     }
 
+    /**
+     * The first step of a read-modify-write under {@code lease}: claims the invoice's row with the lease's token,
+     * then reads it. From then on a holder with an older token can no longer write the row, so what is computed
+     * from this read cannot be lost to a stalled holder that read before.
+     *
+     * @return the invoice as claimed; {@code FencedRowNotFoundException} when there is none
+     */
+    Mono<Invoice> claim(long id, FencedLease lease) {
+        return FencedWrite.into(TABLE).key("id", id).claim(db, lease, InvoiceRepository::invoice);
+    }
+
     /** Books the amount to the ledger once more, under {@code lease}. */
     Mono<Long> process(Invoice invoice, FencedLease lease, String processedBy) {
         return FencedWrite.into(TABLE).key("id", invoice.id())
@@ -53,7 +64,7 @@ class InvoiceRepository {
                 .set("ledger_total", invoice.ledgerTotal() + invoice.amount())
                 .set("times_processed", invoice.timesProcessed() + 1)
                 .set("processed_by", processedBy)
-                .update(connectionFactory, lease);
+                .update(db, lease);
     }
 
     /** Settles the invoice, under {@code lease}. */
@@ -63,7 +74,7 @@ class InvoiceRepository {
                 .set("ledger_total", invoice.ledgerTotal() + invoice.amount())
                 .set("settlements", invoice.settlements() + 1)
                 .set("processed_by", "settle")
-                .update(connectionFactory, lease);
+                .update(db, lease);
     }
 
     /** Creates the table if needed and inserts the seed invoices that are missing. */
