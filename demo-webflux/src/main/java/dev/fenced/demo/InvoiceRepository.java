@@ -2,6 +2,7 @@ package dev.fenced.demo;
 
 import dev.fenced.lock.FencedLease;
 import dev.fenced.r2dbc.FencedWrite;
+import io.r2dbc.spi.ConnectionFactory;
 import io.r2dbc.spi.Readable;
 import org.springframework.r2dbc.core.DatabaseClient;
 import org.springframework.stereotype.Repository;
@@ -9,7 +10,7 @@ import reactor.core.publisher.Mono;
 
 /**
  * Reads invoices and writes them through {@link FencedWrite}, so that every write carries its lease's token. The
- * writes go through Spring's {@link DatabaseClient}, so they join a surrounding transaction when there is one.
+ * writes join a surrounding Spring transaction on the connection factory when there is one.
  */
 @Repository
 class InvoiceRepository {
@@ -34,9 +35,11 @@ class InvoiceRepository {
             "id, customer, status, amount, ledger_total, times_processed, settlements, processed_by, fencing_token, fencing_owner";
 
     private final DatabaseClient db;
+    private final ConnectionFactory connectionFactory;
 
-    InvoiceRepository(DatabaseClient db) {
+    InvoiceRepository(DatabaseClient db, ConnectionFactory connectionFactory) {
         this.db = db;
+        this.connectionFactory = connectionFactory;
     }
 
     Mono<Invoice> find(long id) {
@@ -54,7 +57,7 @@ class InvoiceRepository {
      * @return the invoice as claimed; {@code FencedRowNotFoundException} when there is none
      */
     Mono<Invoice> claim(long id, FencedLease lease) {
-        return FencedWrite.into(TABLE).key("id", id).claim(db, lease, InvoiceRepository::invoice);
+        return FencedWrite.into(TABLE).key("id", id).claim(connectionFactory, lease, InvoiceRepository::invoice);
     }
 
     /** Books the amount to the ledger once more, under {@code lease}. */
@@ -64,7 +67,7 @@ class InvoiceRepository {
                 .set("ledger_total", invoice.ledgerTotal() + invoice.amount())
                 .set("times_processed", invoice.timesProcessed() + 1)
                 .set("processed_by", processedBy)
-                .update(db, lease);
+                .update(connectionFactory, lease);
     }
 
     /** Settles the invoice, under {@code lease}. */
@@ -74,7 +77,7 @@ class InvoiceRepository {
                 .set("ledger_total", invoice.ledgerTotal() + invoice.amount())
                 .set("settlements", invoice.settlements() + 1)
                 .set("processed_by", "settle")
-                .update(db, lease);
+                .update(connectionFactory, lease);
     }
 
     /** Creates the table if needed and inserts the seed invoices that are missing. */

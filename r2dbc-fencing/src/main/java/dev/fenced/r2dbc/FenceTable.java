@@ -283,33 +283,6 @@ public final class FenceTable {
     }
 
     /**
-     * Moves the fence of the lease's lock to the lease's token through Spring's {@code DatabaseClient}, on the
-     * connection of the subscriber's transaction: compose it first in the {@code TransactionalOperator} (or
-     * {@code @Transactional} method) whose statements it protects. Outside a transaction the client's connection
-     * is in auto-commit mode, and the advance is refused with {@link IllegalStateException}.
-     *
-     * @param databaseClient the client
-     * @param lease the lease
-     * @return completion; the errors of {@link #advance(Connection, FencedLease)}
-     */
-    public Mono<Void> advance(org.springframework.r2dbc.core.DatabaseClient databaseClient, FencedLease lease) {
-        return SpringR2dbc.inConnection(databaseClient, c -> advance(c, lease));
-    }
-
-    /**
-     * As {@link #advance(org.springframework.r2dbc.core.DatabaseClient, FencedLease)}, with the lease of the
-     * enclosing {@code withLease} scope: the lease on the {@linkplain #guardedBy(String) guarding lock}, or, when
-     * none is named, the Context's only lease.
-     *
-     * @param databaseClient the client
-     * @return completion; fails before any SQL when the Context holds no fitting lease, as
-     *     {@link #inTransaction(ConnectionFactory, Function)} does
-     */
-    public Mono<Void> advance(org.springframework.r2dbc.core.DatabaseClient databaseClient) {
-        return Leases.fromContext(guard, description()).flatMap(lease -> advance(databaseClient, lease));
-    }
-
-    /**
      * Runs {@code work} in a transaction after advancing the fence of the lease's lock
      * ({@link #advance(Connection, FencedLease)}). Inside the subscriber's Spring transaction on
      * {@code connectionFactory} (needs {@code spring-r2dbc}), both run on its connection and commit or roll back

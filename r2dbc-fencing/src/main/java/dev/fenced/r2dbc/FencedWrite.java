@@ -43,9 +43,10 @@ import reactor.core.publisher.Mono;
  *
  * <p>Databases: PostgreSQL and MariaDB/MySQL, told apart by the connection's metadata; the SQL of each shape and
  * dialect is built once. Transactions: on a {@code Connection} the write runs in whatever transaction it has; on
- * a {@code ConnectionFactory} or Spring's {@code DatabaseClient} it joins the subscriber's Spring transaction on
- * that factory (so a rollback undoes it, and a rejected write inside {@code TransactionalOperator.transactional}
- * rolls the whole transaction back), and outside one it runs on a connection of its own in auto-commit mode.
+ * a {@code ConnectionFactory} it joins the subscriber's Spring transaction on that factory (so a rollback undoes
+ * it, and a rejected write inside {@code TransactionalOperator.transactional} rolls the whole transaction back),
+ * and outside one it runs on a connection of its own in auto-commit mode. Spring's {@code DatabaseClient} is
+ * served by {@code FencedDatabaseClient} in {@code r2dbc-fencing-spring}.
  *
  * <p>Every {@code update}/{@code upsert}/{@code claim} is cold: subscribing sends the statement. Cancelling after it
  * was sent does not recall it: in auto-commit mode it may still commit, and the token rule still guards it.
@@ -238,29 +239,6 @@ public final class FencedWrite {
     }
 
     /**
-     * Runs the guarded update through Spring's {@code DatabaseClient}: on the connection of the subscriber's
-     * transaction when there is one, else on a connection of the client's own (auto-commit).
-     *
-     * @param databaseClient the client
-     * @param lease the lease whose token the write carries
-     * @return the number of rows updated, at least 1
-     */
-    public Mono<Long> update(org.springframework.r2dbc.core.DatabaseClient databaseClient, FencedLease lease) {
-        return SpringR2dbc.inConnection(databaseClient, c -> update(c, lease));
-    }
-
-    /**
-     * As {@link #update(org.springframework.r2dbc.core.DatabaseClient, FencedLease)}, with the lease of the
-     * enclosing {@code withLease} scope, chosen as {@link #update(ConnectionFactory)} chooses it.
-     *
-     * @param databaseClient the client
-     * @return the number of rows updated; the same errors as {@link #update(ConnectionFactory)}
-     */
-    public Mono<Long> update(org.springframework.r2dbc.core.DatabaseClient databaseClient) {
-        return Leases.fromContext(guard, description()).flatMap(lease -> update(databaseClient, lease));
-    }
-
-    /**
      * Runs the guarded upsert on {@code connection}: inserts the row, or updates it if the key exists and the
      * rule accepts the token. On PostgreSQL one {@code INSERT … ON CONFLICT … DO UPDATE … WHERE <rule>}; on
      * MariaDB/MySQL the guarded update, then an insert when no row exists (and the guarded update again when
@@ -295,29 +273,6 @@ public final class FencedWrite {
      */
     public Mono<Long> upsert(ConnectionFactory connectionFactory) {
         return Leases.fromContext(guard, description()).flatMap(lease -> upsert(connectionFactory, lease));
-    }
-
-    /**
-     * Runs the guarded upsert through Spring's {@code DatabaseClient}, as
-     * {@link #update(org.springframework.r2dbc.core.DatabaseClient, FencedLease)} runs the update.
-     *
-     * @param databaseClient the client
-     * @param lease the lease whose token the write carries
-     * @return the number of rows inserted or updated (1)
-     */
-    public Mono<Long> upsert(org.springframework.r2dbc.core.DatabaseClient databaseClient, FencedLease lease) {
-        return SpringR2dbc.inConnection(databaseClient, c -> upsert(c, lease));
-    }
-
-    /**
-     * As {@link #upsert(org.springframework.r2dbc.core.DatabaseClient, FencedLease)}, with the lease of the
-     * enclosing {@code withLease} scope.
-     *
-     * @param databaseClient the client
-     * @return the number of rows inserted or updated (1); the same errors as {@link #update(ConnectionFactory)}
-     */
-    public Mono<Long> upsert(org.springframework.r2dbc.core.DatabaseClient databaseClient) {
-        return Leases.fromContext(guard, description()).flatMap(lease -> upsert(databaseClient, lease));
     }
 
     /**
@@ -361,20 +316,6 @@ public final class FencedWrite {
     public <T> Mono<T> claim(ConnectionFactory connectionFactory, FencedLease lease,
             Function<? super Readable, ? extends T> mapper) {
         return Connections.withOne(connectionFactory, c -> claim(c, lease, mapper));
-    }
-
-    /**
-     * The claim step through Spring's {@code DatabaseClient}: in the subscriber's transaction when there is one.
-     *
-     * @param databaseClient the client
-     * @param lease the lease whose token claims the row
-     * @param mapper maps the row read after the claim
-     * @param <T> the type of the mapped row
-     * @return the row as claimed
-     */
-    public <T> Mono<T> claim(org.springframework.r2dbc.core.DatabaseClient databaseClient, FencedLease lease,
-            Function<? super Readable, ? extends T> mapper) {
-        return SpringR2dbc.inConnection(databaseClient, c -> claim(c, lease, mapper));
     }
 
     private enum Kind { UPDATE, UPSERT }

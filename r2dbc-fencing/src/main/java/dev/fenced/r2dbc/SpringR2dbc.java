@@ -2,11 +2,9 @@ package dev.fenced.r2dbc;
 
 import io.r2dbc.spi.Connection;
 import io.r2dbc.spi.ConnectionFactory;
-import java.util.Objects;
 import java.util.function.Function;
 import org.reactivestreams.Publisher;
 import org.springframework.r2dbc.connection.ConnectionFactoryUtils;
-import org.springframework.r2dbc.core.DatabaseClient;
 import org.springframework.transaction.NoTransactionException;
 import org.springframework.transaction.reactive.TransactionSynchronizationManager;
 import reactor.core.publisher.Flux;
@@ -33,11 +31,5 @@ final class SpringR2dbc {
         return TransactionSynchronizationManager.forCurrentTransaction()
                 .map(tx -> tx.isActualTransactionActive() && tx.hasResource(connectionFactory))
                 .onErrorResume(NoTransactionException.class, e -> Mono.just(false));
-    }
-
-    /** Runs {@code work} on the client's connection: the transaction's, or one of its own. */
-    static <T> Mono<T> inConnection(DatabaseClient client, Function<Connection, Mono<T>> work) {
-        Objects.requireNonNull(client, "databaseClient must not be null");
-        return client.inConnection(work::apply);
     }
 }

@@ -1,6 +1,6 @@
 /**
  * Storage-side enforcement of fencing tokens for PostgreSQL and MariaDB/MySQL over R2DBC (the dialect is read
- * from the connection); on a {@code ConnectionFactory} or Spring's {@code DatabaseClient}, the statements join
+ * from the connection); on a {@code ConnectionFactory}, the statements join
  * the subscriber's Spring transaction when there is one ({@code spring-r2dbc} is an optional dependency).
  *
  * <ul>

@@ -382,7 +382,7 @@ abstract class FencedWriteContract {
                     .expectNext(1L).verifyComplete();
             DatabaseClient client = DatabaseClient.create(db.connections);
             Mono<Long> work = client.sql("INSERT INTO " + audit + " (token) VALUES (8)").fetch().rowsUpdated()
-                    .then(invoice(42, "VOID", 0).update(client, new TestLease("invoice:42", 8, "a")));
+                    .then(invoice(42, "VOID", 0).update(db.connections, new TestLease("invoice:42", 8, "a")));
             StepVerifier.create(work.as(transactions()::transactional)).verifyError(StaleFencingTokenException.class);
             assertThat(db.query("SELECT count(*) FROM " + audit)).containsExactly(List.of(0L));
             assertThat(row(42)).containsExactly("PAID", 100L, 9L, "b");
@@ -395,7 +395,7 @@ abstract class FencedWriteContract {
     void aClaimAndWriteInOneTransactionCommitTogether() {
         TestLease lease = new TestLease("invoice:42", 3, "a");
         Mono<Long> readModifyWrite = amountAfterClaim(lease)
-                .flatMap(amount -> invoice(42, "PAID", amount + 50).update(DatabaseClient.create(db.connections), lease));
+                .flatMap(amount -> invoice(42, "PAID", amount + 50).update(db.connections, lease));
         StepVerifier.create(readModifyWrite.as(transactions()::transactional)).expectNext(1L).verifyComplete();
         assertThat(row(42)).containsExactly("PAID", 50L, 3L, "a");
     }

@@ -16,7 +16,6 @@ import org.springframework.data.relational.core.mapping.RelationalPersistentEnti
 import org.springframework.data.relational.core.mapping.RelationalPersistentProperty;
 import org.springframework.data.relational.core.sql.IdentifierProcessing;
 import org.springframework.data.relational.core.sql.SqlIdentifier;
-import org.springframework.r2dbc.core.DatabaseClient;
 import org.springframework.r2dbc.core.Parameter;
 import reactor.core.publisher.Mono;
 
@@ -43,10 +42,10 @@ import reactor.core.publisher.Mono;
 public final class FencedEntityTemplate {
 
     private final R2dbcConverter converter;
-    private final DatabaseClient client;
+    private final FencedDatabaseClient client;
     private final EntityInstantiators instantiators = new EntityInstantiators();
 
-    private FencedEntityTemplate(R2dbcConverter converter, DatabaseClient client) {
+    private FencedEntityTemplate(R2dbcConverter converter, FencedDatabaseClient client) {
         this.converter = converter;
         this.client = client;
     }
@@ -59,7 +58,7 @@ public final class FencedEntityTemplate {
      */
     public static FencedEntityTemplate of(R2dbcEntityTemplate template) {
         Objects.requireNonNull(template, "template must not be null");
-        return new FencedEntityTemplate(template.getConverter(), template.getDatabaseClient());
+        return new FencedEntityTemplate(template.getConverter(), FencedDatabaseClient.of(template.getDatabaseClient()));
     }
 
     /**
@@ -99,7 +98,7 @@ public final class FencedEntityTemplate {
                     .getRequiredPersistentEntity(entity.getClass());
             Mapping mapping = mapping(meta);
             FencedWrite write = spec(meta, mapping, entity);
-            Mono<Long> rows = upsert ? write.upsert(client, lease) : write.update(client, lease);
+            Mono<Long> rows = upsert ? client.upsert(write, lease) : client.update(write, lease);
             return rows.then(Mono.fromSupplier(() -> withFencing(meta, mapping, entity, lease)));
         });
     }
