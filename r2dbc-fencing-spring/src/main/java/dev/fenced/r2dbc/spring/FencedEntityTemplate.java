@@ -118,6 +118,8 @@ public final class FencedEntityTemplate {
         return new Mapping(id, token, meta.getPersistentProperty(FencingOwner.class));
     }
 
+    // OutboundRow, the converter's output, still speaks the deprecated r2dbc.core.Parameter.
+    @SuppressWarnings("deprecation")
     private FencedWrite spec(RelationalPersistentEntity<?> meta, Mapping mapping, Object entity) {
         OutboundRow row = new OutboundRow();
         converter.write(entity, row);
