@@ -8,7 +8,10 @@ import org.springframework.r2dbc.core.DatabaseClient;
 import org.springframework.stereotype.Repository;
 import reactor.core.publisher.Mono;
 
-/** Reads invoices and writes them through {@link FencedWrite}, so that every write carries its lease's token. */
+/**
+ * Reads invoices and writes them through {@link FencedWrite}, so that every write carries its lease's token. The
+ * writes join a surrounding Spring transaction on the connection factory when there is one.
+ */
 @Repository
 class InvoiceRepository {
 
@@ -44,6 +47,17 @@ class InvoiceRepository {
                 .bind("id", id)
                 .map(InvoiceRepository::invoice)
                 .one();
+    }
+
+    /**
+     * The first step of a read-modify-write under {@code lease}: claims the invoice's row with the lease's token,
+     * then reads it. From then on a holder with an older token can no longer write the row, so what is computed
+     * from this read cannot be lost to a stalled holder that read before.
+     *
+     * @return the invoice as claimed; {@code FencedRowNotFoundException} when there is none
+     */
+    Mono<Invoice> claim(long id, FencedLease lease) {
+        return FencedWrite.into(TABLE).key("id", id).claim(connectionFactory, lease, InvoiceRepository::invoice);
     }
 
     /** Books the amount to the ledger once more, under {@code lease}. */

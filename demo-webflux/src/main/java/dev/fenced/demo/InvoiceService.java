@@ -1,7 +1,9 @@
 package dev.fenced.demo;
 
 import dev.fenced.lock.AcquireOptions;
+import dev.fenced.lock.FencedLease;
 import dev.fenced.lock.FencedLockClient;
+import dev.fenced.lock.FencedRowNotFoundException;
 import java.time.Duration;
 import java.util.List;
 import java.util.concurrent.atomic.AtomicInteger;
@@ -37,13 +39,15 @@ class InvoiceService {
     }
 
     /**
-     * Lock, read, compute, write with the token, release. {@code work} simulates a slow computation between
-     * the read and the write (the window in which a lease can be lost).
+     * Lock, claim and read, compute, write with the token, release. {@code work} simulates a slow computation
+     * between the read and the write (the window in which a lease can be lost). The claim puts the lease's token in
+     * the row before the read, so a stalled holder that read earlier can no longer write, and this read-modify-write
+     * cannot lose its update to it.
      */
     Mono<ProcessResult> process(long id, AcquireOptions options, Duration work) {
         String name = lockName(id);
         boolean tryOnce = Duration.ZERO.equals(options.maxWait());
-        Flux<ProcessResult> result = locks.withLease(name, options, lease -> find(id)
+        Flux<ProcessResult> result = locks.withLease(name, options, lease -> claim(id, lease)
                 .delayElement(work)
                 .flatMap(invoice -> invoices.process(invoice, lease, "process"))
                 .then(find(id))
@@ -84,8 +88,14 @@ class InvoiceService {
         });
     }
 
+    /** The claim step of a read-modify-write: a missing invoice is a 404, as for a plain read. */
+    private Mono<Invoice> claim(long id, FencedLease lease) {
+        return invoices.claim(id, lease)
+                .onErrorMap(FencedRowNotFoundException.class, e -> new InvoiceNotFoundException(id));
+    }
+
     private Mono<Outcome> settleOne(long id) {
-        return locks.withLease(lockName(id), lease -> find(id).flatMap(invoice -> "SETTLED".equals(invoice.status())
+        return locks.withLease(lockName(id), lease -> claim(id, lease).flatMap(invoice -> "SETTLED".equals(invoice.status())
                         ? Mono.just(new Outcome("ALREADY_SETTLED", lease.token(), null))
                         : invoices.settle(invoice, lease).thenReturn(new Outcome("SETTLED", lease.token(), null))))
                 .single();

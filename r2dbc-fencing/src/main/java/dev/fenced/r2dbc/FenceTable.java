@@ -4,11 +4,11 @@ import dev.fenced.lock.FencedLease;
 import dev.fenced.lock.LeaseNotHeldException;
 import io.r2dbc.spi.Connection;
 import io.r2dbc.spi.ConnectionFactory;
-import io.r2dbc.spi.Statement;
 import java.io.IOException;
 import java.io.InputStream;
 import java.io.UncheckedIOException;
 import java.nio.charset.StandardCharsets;
+import java.util.List;
 import java.util.Objects;
 import java.util.function.Function;
 import org.jspecify.annotations.Nullable;
@@ -23,9 +23,10 @@ import reactor.core.scheduler.Schedulers;
  *
  * <p>{@link #advance} moves a resource's fence to the lease's token as the first statement of the caller's
  * transaction, or fails with {@link dev.fenced.lock.StaleFencingTokenException}; the row stays locked until
- * the transaction ends, so a stale holder cannot commit in between. {@link #inTransaction} does the whole
- * thing on plain R2DBC: begin, advance, run the caller's statements, commit; on any error (a stale token
- * included) it rolls back, so nothing is committed.
+ * the transaction ends, so a stale holder cannot commit in between: the advance is the claim step of the
+ * resources it fences. {@link #inTransaction} does the whole thing: inside the subscriber's Spring transaction it
+ * advances and runs the caller's statements there; elsewhere it begins, advances, runs them and commits; on any
+ * error (a stale token included) it rolls back, so nothing is committed. PostgreSQL and MariaDB/MySQL.
  *
  * <p>A row holds the tokens of one lock: it is keyed by the lease's {@linkplain FencedLease#lockId() lock id}
  * (key prefix and name) by default, and a row named by the caller records the lock id of its first lease and
@@ -53,13 +54,11 @@ public final class FenceTable {
     private static final String DDL_RESOURCE = "fence-table.sql";
 
     private final String name;
-    private final String quoted;
     private final FencingRule rule;
     private final @Nullable String guard;
 
-    private FenceTable(String name, String quoted, FencingRule rule, @Nullable String guard) {
+    private FenceTable(String name, FencingRule rule, @Nullable String guard) {
         this.name = name;
-        this.quoted = quoted;
         this.rule = rule;
         this.guard = guard;
     }
@@ -80,7 +79,7 @@ public final class FenceTable {
      * @return the table
      */
     public static FenceTable named(String table) {
-        return new FenceTable(table, Identifiers.table(table, "fence table name"), FencingRule.SAME_LEASE_OR_NEWER, null);
+        return new FenceTable(Identifiers.table(table, "fence table name"), FencingRule.SAME_LEASE_OR_NEWER, null);
     }
 
     /**
@@ -90,7 +89,7 @@ public final class FenceTable {
      * @return a new instance
      */
     public FenceTable rule(FencingRule rule) {
-        return new FenceTable(name, quoted, Objects.requireNonNull(rule, "rule must not be null"), guard);
+        return new FenceTable(name, Objects.requireNonNull(rule, "rule must not be null"), guard);
     }
 
     /**
@@ -104,44 +103,52 @@ public final class FenceTable {
      * @return a new instance
      */
     public FenceTable guardedBy(String lockName) {
-        return new FenceTable(name, quoted, rule, Leases.requireGuard(lockName));
+        return new FenceTable(name, rule, Leases.requireGuard(lockName));
     }
 
     /**
-     * The DDL of this table, from the shipped resource.
+     * The PostgreSQL DDL of this table, from the shipped resource {@code fence-table.sql} (MariaDB/MySQL's is
+     * {@code fence-table-mariadb.sql}, next to it).
      *
      * @return the {@code CREATE TABLE IF NOT EXISTS} statement
      */
     public String ddl() {
-        try (InputStream in = FenceTable.class.getResourceAsStream(DDL_RESOURCE)) {
+        return ddl(SqlDialect.POSTGRESQL);
+    }
+
+    private String ddl(SqlDialect dialect) {
+        String resource = dialect.fenceDdlResource();
+        try (InputStream in = FenceTable.class.getResourceAsStream(resource)) {
             if (in == null) {
-                throw new IllegalStateException("Missing resource " + DDL_RESOURCE);
+                throw new IllegalStateException("Missing resource " + resource);
             }
             String sql = new String(in.readAllBytes(), StandardCharsets.UTF_8);
-            return sql.replace("CREATE TABLE IF NOT EXISTS " + DEFAULT_NAME, "CREATE TABLE IF NOT EXISTS " + quoted);
+            return sql.replace("CREATE TABLE IF NOT EXISTS " + DEFAULT_NAME, "CREATE TABLE IF NOT EXISTS " + dialect.quote(name));
         } catch (IOException e) {
             throw new UncheckedIOException(e);
         }
     }
 
     /**
-     * Creates the table if it does not exist, and adds the {@code lock_id} column to a table created by an
-     * earlier version (its rows then take the lock id of the first lease that advances them).
+     * Creates the table if it does not exist (with the DDL of the connection's database), and adds the
+     * {@code lock_id} column to a table created by an earlier version (its rows then take the lock id of the first
+     * lease that advances them). Runs on a connection of its own.
      *
      * @param connectionFactory the connection factory
      * @return completion
      */
     public Mono<Void> create(ConnectionFactory connectionFactory) {
         Objects.requireNonNull(connectionFactory, "connectionFactory must not be null");
-        // Reading the resource is blocking I/O: keep it off the caller's (possibly event-loop) thread.
-        return Mono.fromCallable(this::ddl)
-                .subscribeOn(Schedulers.boundedElastic())
-                .flatMap(ddl -> Mono.usingWhen(connectionFactory.create(),
-                        c -> Statements.rowsUpdated(c.createStatement(ddl), schemaDescription())
-                                .then(Statements.rowsUpdated(c.createStatement(
-                                        "ALTER TABLE " + quoted + " ADD COLUMN IF NOT EXISTS lock_id text"), schemaDescription()))
-                                .then(),
-                        Connection::close));
+        return Mono.usingWhen(connectionFactory.create(), c -> {
+            SqlDialect dialect = SqlDialect.of(c);
+            // Reading the resource is blocking I/O: keep it off the caller's (possibly event-loop) thread.
+            return Mono.fromCallable(() -> ddl(dialect))
+                    .subscribeOn(Schedulers.boundedElastic())
+                    .flatMap(ddl -> Statements.rowsUpdated(c.createStatement(ddl), schemaDescription(dialect)))
+                    .then(Statements.rowsUpdated(c.createStatement("ALTER TABLE " + dialect.quote(name)
+                            + " ADD COLUMN IF NOT EXISTS lock_id " + dialect.textKeyType()), schemaDescription(dialect)))
+                    .then();
+        }, Connection::close);
     }
 
     /**
@@ -188,28 +195,79 @@ public final class FenceTable {
                 return Mono.error(new IllegalStateException("FenceTable.advance needs a transaction: the connection is in "
                         + "auto-commit mode; begin a transaction first, or use inTransaction(...)"));
             }
-            String table = quoted;
-            Statement statement = connection.createStatement("INSERT INTO " + table
-                            + " (resource, last_token, last_owner, lock_id) VALUES ($1, $2, $3, $4) ON CONFLICT (resource) DO UPDATE"
-                            + " SET last_token = EXCLUDED.last_token, last_owner = EXCLUDED.last_owner,"
-                            + " lock_id = EXCLUDED.lock_id, updated_at = now()"
-                            + " WHERE (" + table + ".lock_id IS NULL OR " + table + ".lock_id = EXCLUDED.lock_id) AND "
-                            + rule.condition(table + ".last_token", table + ".last_owner", "EXCLUDED.last_token", "EXCLUDED.last_owner"))
-                    .bind(0, resource)
-                    .bind(1, lease.token())
-                    .bind(2, lease.ownerId())
-                    .bind(3, lease.lockId());
-            return Statements.rowsUpdated(statement, schemaDescription())
-                    .flatMap(rows -> rows > 0 ? Mono.<Void>empty() : rejected(connection, lease, resource));
+            SqlDialect dialect = SqlDialect.of(connection);
+            List<Sql.Param> params = List.of(Sql.Param.of(resource), Sql.Param.of(lease.token()), Sql.Param.of(lease.ownerId()),
+                    Sql.Param.of(lease.lockId()));
+            if (dialect.atomicUpsert()) {
+                Sql upsert = upsertSql(dialect);
+                return Statements.rowsUpdated(upsert.bind(connection.createStatement(upsert.text()), params),
+                                schemaDescription(dialect))
+                        .flatMap(rows -> rows > 0 ? Mono.<Void>empty() : rejected(connection, dialect, lease, resource));
+            }
+            // Update, else insert, else (another transaction inserted the row meanwhile) update.
+            Mono<Void> update = Mono.defer(() -> {
+                Sql sql = updateSql(dialect);
+                return Statements.rowsUpdated(sql.bind(connection.createStatement(sql.text()), params), schemaDescription(dialect))
+                        .flatMap(rows -> rows > 0 ? Mono.<Void>empty() : rejected(connection, dialect, lease, resource));
+            });
+            Sql insert = insertSql(dialect);
+            return update.onErrorResume(MissingFence.class, missing -> Statements.rowsUpdated(
+                            insert.bind(connection.createStatement(insert.text()), params), schemaDescription(dialect))
+                    .then()
+                    .onErrorResume(SqlErrors::isDuplicateKey, raced -> update));
         });
     }
 
-    private Mono<Void> rejected(Connection connection, FencedLease lease, String resource) {
-        Statement select = connection.createStatement("SELECT last_token, last_owner, lock_id FROM " + quoted
-                        + " WHERE resource = $1")
-                .bind(0, resource);
+    /** PostgreSQL: one {@code INSERT … ON CONFLICT … DO UPDATE … WHERE <same lock> AND <rule>}. Values: resource, token, owner, lock id. */
+    private Sql upsertSql(SqlDialect dialect) {
+        return SqlCache.get("FENCE-UPSERT\u0000" + dialect + "\u0000" + name + "\u0000" + rule, () -> {
+            String table = dialect.quote(name);
+            Sql.Builder sql = new Sql.Builder(dialect).append("INSERT INTO " + table
+                            + " (resource, last_token, last_owner, lock_id) VALUES (").param(0).append(", ").param(1).append(", ")
+                    .param(2).append(", ").param(3).append(") ON CONFLICT (resource) DO UPDATE"
+                            + " SET last_token = EXCLUDED.last_token, last_owner = EXCLUDED.last_owner,"
+                            + " lock_id = EXCLUDED.lock_id, updated_at = " + dialect.now()
+                            + " WHERE (" + table + ".lock_id IS NULL OR " + table + ".lock_id = EXCLUDED.lock_id) AND ");
+            rule.appendCondition(sql, Sql.Operand.sql(table + ".last_token"), Sql.Operand.sql(table + ".last_owner"),
+                    Sql.Operand.sql("EXCLUDED.last_token"), Sql.Operand.sql("EXCLUDED.last_owner"));
+            return sql.build();
+        });
+    }
+
+    /** The guarded update of an existing fence row, for dialects without a guarded upsert. */
+    private Sql updateSql(SqlDialect dialect) {
+        return SqlCache.get("FENCE-UPDATE\u0000" + dialect + "\u0000" + name + "\u0000" + rule, () -> {
+            Sql.Builder sql = new Sql.Builder(dialect).append("UPDATE ").id(name).append(" SET last_token = ").param(1)
+                    .append(", last_owner = ").param(2).append(", lock_id = ").param(3).append(", updated_at = " + dialect.now())
+                    .append(" WHERE resource = ").param(0).append(" AND (lock_id IS NULL OR lock_id = ").param(3).append(") AND ");
+            rule.appendCondition(sql, Sql.Operand.sql("last_token"), Sql.Operand.sql("last_owner"), Sql.Operand.value(1),
+                    Sql.Operand.value(2));
+            return sql.build();
+        });
+    }
+
+    private Sql insertSql(SqlDialect dialect) {
+        return SqlCache.get("FENCE-INSERT\u0000" + dialect + "\u0000" + name, () -> new Sql.Builder(dialect).append("INSERT INTO ")
+                .id(name).append(" (resource, last_token, last_owner, lock_id) VALUES (").param(0).append(", ").param(1)
+                .append(", ").param(2).append(", ").param(3).append(")").build());
+    }
+
+    /** No fence row yet: for the dialects whose advance inserts it then. */
+    private static final class MissingFence extends RuntimeException {
+
+        private static final long serialVersionUID = 1L;
+
+        MissingFence() {
+            super(null, null, false, false);
+        }
+    }
+
+    private Mono<Void> rejected(Connection connection, SqlDialect dialect, FencedLease lease, String resource) {
+        Sql select = SqlCache.get("FENCE-STORED\u0000" + dialect + "\u0000" + name, () -> new Sql.Builder(dialect)
+                .append("SELECT last_token, last_owner, lock_id FROM ").id(name).append(" WHERE resource = ").param(0).build());
         String target = "fence " + name + " (resource = " + resource + ")";
-        return Statements.stored(select, schemaDescription())
+        return Statements.stored(select.bind(connection.createStatement(select.text()), List.of(Sql.Param.of(resource))),
+                        schemaDescription(dialect))
                 .flatMap(stored -> {
                     String fencedBy = stored.lockId();
                     if (fencedBy != null && !fencedBy.equals(lease.lockId())) {
@@ -219,14 +277,18 @@ public final class FenceTable {
                     return Mono.<Void>error(Leases.rejected(lease, target, stored.token() == null ? 0 : stored.token(),
                             stored.owner()));
                 })
-                .switchIfEmpty(Mono.error(() -> new IllegalStateException("The fence row of " + resource
-                        + " vanished while it was being advanced")));
+                .switchIfEmpty(Mono.error(() -> dialect.atomicUpsert()
+                        ? new IllegalStateException("The fence row of " + resource + " vanished while it was being advanced")
+                        : new MissingFence()));
     }
 
     /**
-     * Runs {@code work} in a transaction on a connection of {@code connectionFactory}, after advancing the
-     * fence of the lease's lock ({@link #advance(Connection, FencedLease)}): commits when the work completes; rolls back on any error (a stale token
-     * included, before the work runs) and on cancellation.
+     * Runs {@code work} in a transaction after advancing the fence of the lease's lock
+     * ({@link #advance(Connection, FencedLease)}). Inside the subscriber's Spring transaction on
+     * {@code connectionFactory} (needs {@code spring-r2dbc}), both run on its connection and commit or roll back
+     * with it: an error, a stale token included, reaches the transaction's owner, which rolls back. Otherwise on a
+     * connection of its own: begins a transaction, commits when the work completes, rolls back on any error (a
+     * stale token included, before the work runs) and on cancellation.
      *
      * @param connectionFactory the connection factory
      * @param lease the lease
@@ -236,15 +298,8 @@ public final class FenceTable {
      */
     public <T> Flux<T> inTransaction(ConnectionFactory connectionFactory, FencedLease lease,
             Function<? super Connection, ? extends Publisher<T>> work) {
-        Objects.requireNonNull(connectionFactory, "connectionFactory must not be null");
         Objects.requireNonNull(work, "work must not be null");
-        return Flux.usingWhen(connectionFactory.create(),
-                connection -> Flux.usingWhen(Mono.from(connection.beginTransaction()).thenReturn(connection),
-                        c -> advance(c, lease).thenMany(Flux.defer(() -> work.apply(c))),
-                        Connection::commitTransaction,
-                        (c, error) -> c.rollbackTransaction(),
-                        Connection::rollbackTransaction),
-                Connection::close);
+        return Connections.inTransaction(connectionFactory, c -> advance(c, lease).thenMany(Flux.defer(() -> work.apply(c))));
     }
 
     /**
@@ -283,7 +338,7 @@ public final class FenceTable {
         return "A fence advance of " + name;
     }
 
-    private String schemaDescription() {
-        return "fence table " + quoted + " (create it with FenceTable.create)";
+    private String schemaDescription(SqlDialect dialect) {
+        return "fence table " + dialect.quote(name) + " (create it with FenceTable.create)";
     }
 }

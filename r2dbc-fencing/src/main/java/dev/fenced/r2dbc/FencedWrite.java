@@ -5,19 +5,22 @@ import dev.fenced.lock.FencedRowNotFoundException;
 import dev.fenced.lock.LeaseNotHeldException;
 import io.r2dbc.spi.Connection;
 import io.r2dbc.spi.ConnectionFactory;
-import io.r2dbc.spi.Statement;
+import io.r2dbc.spi.Readable;
 import java.util.ArrayList;
 import java.util.HashSet;
 import java.util.List;
 import java.util.Objects;
 import java.util.Set;
 import java.util.StringJoiner;
+import java.util.function.Function;
 import org.jspecify.annotations.Nullable;
+import reactor.core.publisher.Flux;
 import reactor.core.publisher.Mono;
 
 /**
  * A token-guarded write of one row (or the rows matching a key) of a table that carries the fencing token
- * and owner in two columns (by default {@code fencing_token bigint} and {@code fencing_owner text}).
+ * and owner in two columns (by default {@code fencing_token bigint} and {@code fencing_owner text}), or the
+ * token alone ({@link #fencingColumn(String)}, with the strict rule).
  *
  * <pre>{@code
  * FencedWrite settle = FencedWrite.into("invoices")
@@ -31,36 +34,41 @@ import reactor.core.publisher.Mono;
  * <p>{@link #update} runs {@code UPDATE … SET …, token = ?, owner = ? WHERE key AND <rule>}: it emits the
  * number of rows updated, or fails with {@link dev.fenced.lock.StaleFencingTokenException} (the presented and
  * the stored token) when the rule rejects the write, or {@link FencedRowNotFoundException} when no row
- * matches the key. {@link #upsert} runs {@code INSERT … ON CONFLICT (key) DO UPDATE … WHERE <rule>} for rows
- * that may not exist yet. A lease that is not held is refused with {@link LeaseNotHeldException} before any
- * SQL is sent. When storage holds a newer token, the lease is told
- * ({@link FencedLease#reportRejectedWrite}); inside {@code withLease} the work then fails with
- * {@link dev.fenced.lock.LeaseLostException} whose cause is the rejection.
+ * matches the key. {@link #upsert} inserts rows that may not exist yet and guards the update of those that do.
+ * {@link #claim} is the first step of a read-modify-write: it claims the row with the lease's token, then reads
+ * it. A lease that is not held is refused with {@link LeaseNotHeldException} before any SQL is sent. When
+ * storage holds a newer token, the lease is told ({@link FencedLease#reportRejectedWrite}); inside
+ * {@code withLease} the work then fails with {@link dev.fenced.lock.LeaseLostException} whose cause is the
+ * rejection.
  *
- * <p>Every {@code update}/{@code upsert} is cold: subscribing sends the statement (on a connection of the
- * factory, closed afterwards, or on the given connection, in its transaction). Cancelling after it was sent
- * does not recall it: in auto-commit mode it may still commit, and the token rule still guards it. Signals
- * arrive on the driver's I/O thread; do not block there. Immutable and thread-safe: each
+ * <p>Databases: PostgreSQL and MariaDB/MySQL, told apart by the connection's metadata; the SQL of each shape and
+ * dialect is built once. Transactions: on a {@code Connection} the write runs in whatever transaction it has; on
+ * a {@code ConnectionFactory} it joins the subscriber's Spring transaction on that factory (so a rollback undoes
+ * it, and a rejected write inside {@code TransactionalOperator.transactional} rolls the whole transaction back),
+ * and outside one it runs on a connection of its own in auto-commit mode. Spring's {@code DatabaseClient} is
+ * served by {@code FencedDatabaseClient} in {@code r2dbc-fencing-spring}.
+ *
+ * <p>Every {@code update}/{@code upsert}/{@code claim} is cold: subscribing sends the statement. Cancelling after it
+ * was sent does not recall it: in auto-commit mode it may still commit, and the token rule still guards it.
+ * Signals arrive on the driver's I/O thread; do not block there. Immutable and thread-safe: each
  * {@code key}/{@code set}/… call returns a new instance, so one spec can be shared and extended.
  */
 public final class FencedWrite {
 
     private final String table;
-    private final String quotedTable;
     private final List<Column> keys;
     private final List<Column> values;
     private final String tokenColumn;
-    private final String ownerColumn;
+    private final @Nullable String ownerColumn;
     private final FencingRule rule;
     private final @Nullable Object observations;
     private final @Nullable String guard;
 
-    private FencedWrite(String table, String quotedTable, List<Column> keys, List<Column> values, String tokenColumn,
-            String ownerColumn, FencingRule rule, @Nullable Object observations, @Nullable String guard) {
+    private FencedWrite(String table, List<Column> keys, List<Column> values, String tokenColumn,
+            @Nullable String ownerColumn, FencingRule rule, @Nullable Object observations, @Nullable String guard) {
         this.observations = observations;
         this.guard = guard;
         this.table = table;
-        this.quotedTable = quotedTable;
         this.keys = List.copyOf(keys);
         this.values = List.copyOf(values);
         this.tokenColumn = tokenColumn;
@@ -77,7 +85,7 @@ public final class FencedWrite {
      * @throws IllegalArgumentException if the name is not a plain identifier
      */
     public static FencedWrite into(String table) {
-        return new FencedWrite(table, Identifiers.table(table, "table name"), List.of(), List.of(),
+        return new FencedWrite(Identifiers.table(table, "table name"), List.of(), List.of(),
                 Identifiers.column("fencing_token", "token column"), Identifiers.column("fencing_owner", "owner column"),
                 FencingRule.SAME_LEASE_OR_NEWER, null, null);
     }
@@ -95,7 +103,7 @@ public final class FencedWrite {
     public FencedWrite key(String column, Object value) {
         Objects.requireNonNull(value, "key value must not be null");
         List<Column> next = new ArrayList<>(keys);
-        next.add(new Column(column, Identifiers.column(column, "key column"), value, null));
+        next.add(new Column(Identifiers.column(column, "key column"), value, null));
         return copy(next, values).checkDistinct();
     }
 
@@ -109,7 +117,7 @@ public final class FencedWrite {
     public FencedWrite set(String column, Object value) {
         Objects.requireNonNull(value, () -> "value of " + column + " must not be null; use setNull(column, type)");
         List<Column> next = new ArrayList<>(values);
-        next.add(new Column(column, Identifiers.column(column, "column"), value, null));
+        next.add(new Column(Identifiers.column(column, "column"), value, null));
         return copy(keys, next).checkDistinct();
     }
 
@@ -123,7 +131,7 @@ public final class FencedWrite {
     public FencedWrite setNull(String column, Class<?> type) {
         Objects.requireNonNull(type, "type must not be null");
         List<Column> next = new ArrayList<>(values);
-        next.add(new Column(column, Identifiers.column(column, "column"), null, type));
+        next.add(new Column(Identifiers.column(column, "column"), null, type));
         return copy(keys, next).checkDistinct();
     }
 
@@ -136,19 +144,42 @@ public final class FencedWrite {
      * @return a new spec
      */
     public FencedWrite fencingColumns(String tokenColumn, String ownerColumn) {
-        return new FencedWrite(table, quotedTable, keys, values, Identifiers.column(tokenColumn, "token column"),
+        return new FencedWrite(table, keys, values, Identifiers.column(tokenColumn, "token column"),
                 Identifiers.column(ownerColumn, "owner column"), rule, observations, guard).checkDistinct();
     }
 
     /**
-     * The rule that decides which tokens are accepted. Default {@link FencingRule#SAME_LEASE_OR_NEWER}.
+     * The table carries the token column alone ({@code bigint}; the classic {@code last_fencing_token}), with no
+     * owner column: the write then uses {@link FencingRule#STRICTLY_NEWER}, {@code WHERE token IS NULL OR token <
+     * ?}, which is all a token alone can decide. What the owner column adds: a retried write of the same lease is
+     * accepted again (idempotent), one lease may write the row several times, and a token that the lock service
+     * re-issues to another owner after losing data cannot let both owners write. Without it, a stored token equal
+     * to the lease's is rejected whoever wrote it, and the lease is not told (the rejection may be its own).
+     *
+     * @param tokenColumn the token column
+     * @return a new spec
+     */
+    public FencedWrite fencingColumn(String tokenColumn) {
+        return new FencedWrite(table, keys, values, Identifiers.column(tokenColumn, "token column"), null,
+                FencingRule.STRICTLY_NEWER, observations, guard).checkDistinct();
+    }
+
+    /**
+     * The rule that decides which tokens are accepted. Default {@link FencingRule#SAME_LEASE_OR_NEWER}; a spec with
+     * the token column alone ({@link #fencingColumn(String)}) accepts only {@link FencingRule#STRICTLY_NEWER}.
      *
      * @param rule the rule
      * @return a new spec
+     * @throws IllegalArgumentException for {@code SAME_LEASE_OR_NEWER} without an owner column
      */
     public FencedWrite rule(FencingRule rule) {
-        return new FencedWrite(table, quotedTable, keys, values, tokenColumn, ownerColumn,
-                Objects.requireNonNull(rule, "rule must not be null"), observations, guard);
+        Objects.requireNonNull(rule, "rule must not be null");
+        if (ownerColumn == null && rule == FencingRule.SAME_LEASE_OR_NEWER) {
+            throw new IllegalArgumentException("A fenced write of " + table + " with the token column " + tokenColumn
+                    + " alone can only use FencingRule.STRICTLY_NEWER: SAME_LEASE_OR_NEWER needs an owner column "
+                    + "(fencingColumns(token, owner))");
+        }
+        return new FencedWrite(table, keys, values, tokenColumn, ownerColumn, rule, observations, guard);
     }
 
     /**
@@ -163,7 +194,7 @@ public final class FencedWrite {
      * @return a new spec
      */
     public FencedWrite guardedBy(String lockName) {
-        return new FencedWrite(table, quotedTable, keys, values, tokenColumn, ownerColumn, rule, observations,
+        return new FencedWrite(table, keys, values, tokenColumn, ownerColumn, rule, observations,
                 Leases.requireGuard(lockName));
     }
 
@@ -175,24 +206,28 @@ public final class FencedWrite {
      * @return the number of rows updated, at least 1
      */
     public Mono<Long> update(Connection connection, FencedLease lease) {
-        return run(connection, lease, false);
+        return run(connection, lease, Kind.UPDATE);
     }
 
     /**
-     * Runs the guarded update on a connection of {@code connectionFactory} (auto-commit), closed afterwards.
+     * Runs the guarded update on a connection of {@code connectionFactory}: the connection of the subscriber's
+     * Spring transaction on that factory when there is one ({@code TransactionalOperator}, {@code @Transactional};
+     * needs {@code spring-r2dbc} on the class path), so that the write commits or rolls back with it; else a new
+     * connection in auto-commit mode, closed afterwards, on which the write commits on its own.
      *
      * @param connectionFactory the connection factory, pooled or not
      * @param lease the lease whose token the write carries
      * @return the number of rows updated, at least 1
      */
     public Mono<Long> update(ConnectionFactory connectionFactory, FencedLease lease) {
-        return withConnection(connectionFactory, c -> update(c, lease));
+        return Connections.withOne(connectionFactory, c -> update(c, lease));
     }
 
     /**
      * Runs the guarded update with the lease of the enclosing {@code FencedLockClient.withLease} scope, found
      * in the Reactor Context: the lease on the {@linkplain #guardedBy(String) guarding lock}, or, when none is
-     * named, the Context's only lease.
+     * named, the Context's only lease. Joins the subscriber's transaction as
+     * {@link #update(ConnectionFactory, FencedLease)} does.
      *
      * @param connectionFactory the connection factory
      * @return the number of rows updated; fails before any SQL with {@link IllegalStateException} when the
@@ -205,25 +240,28 @@ public final class FencedWrite {
 
     /**
      * Runs the guarded upsert on {@code connection}: inserts the row, or updates it if the key exists and the
-     * rule accepts the token.
+     * rule accepts the token. On PostgreSQL one {@code INSERT … ON CONFLICT … DO UPDATE … WHERE <rule>}; on
+     * MariaDB/MySQL the guarded update, then an insert when no row exists (and the guarded update again when
+     * another writer inserted it in between): run it in a transaction where the two must not be told apart.
      *
      * @param connection the connection
      * @param lease the lease whose token the write carries
      * @return the number of rows inserted or updated (1)
      */
     public Mono<Long> upsert(Connection connection, FencedLease lease) {
-        return run(connection, lease, true);
+        return run(connection, lease, Kind.UPSERT);
     }
 
     /**
-     * Runs the guarded upsert on a connection of {@code connectionFactory} (auto-commit), closed afterwards.
+     * Runs the guarded upsert on a connection of {@code connectionFactory}, joining the subscriber's transaction
+     * as {@link #update(ConnectionFactory, FencedLease)} does.
      *
      * @param connectionFactory the connection factory
      * @param lease the lease whose token the write carries
      * @return the number of rows inserted or updated (1)
      */
     public Mono<Long> upsert(ConnectionFactory connectionFactory, FencedLease lease) {
-        return withConnection(connectionFactory, c -> upsert(c, lease));
+        return Connections.withOne(connectionFactory, c -> upsert(c, lease));
     }
 
     /**
@@ -237,18 +275,57 @@ public final class FencedWrite {
         return Leases.fromContext(guard, description()).flatMap(lease -> upsert(connectionFactory, lease));
     }
 
-    private static Mono<Long> withConnection(ConnectionFactory connectionFactory,
-            java.util.function.Function<Connection, Mono<Long>> work) {
-        Objects.requireNonNull(connectionFactory, "connectionFactory must not be null");
-        return Mono.usingWhen(connectionFactory.create(), work, Connection::close);
+    /**
+     * The claim step of a read-modify-write, in one call: writes the lease's token into the row (with this spec's
+     * {@code set} values, if any) under the rule, then reads the row as it now is. Once the claim is in, a holder
+     * with an older token can no longer write the row, so what the caller computes from the row it read cannot
+     * be overwritten by a stale holder that read before it, nor based on a read that such a holder then changes.
+     * Write the result with a {@code FencedWrite} of the same lease: under the default rule the same lease may
+     * write again. In a transaction the claimed row also stays locked until the transaction ends; there plain
+     * statements may follow, which is how a table with the token column alone ({@link FencingRule#STRICTLY_NEWER},
+     * one write per token) does its read-modify-write.
+     *
+     * @param connection the connection
+     * @param lease the lease whose token claims the row
+     * @param mapper maps the row read after the claim (all its columns)
+     * @param <T> the type of the mapped row
+     * @return the row as claimed; the errors of {@link #update(Connection, FencedLease)} when the claim is refused
+     *     or the row does not exist, and nothing is read then
+     */
+    public <T> Mono<T> claim(Connection connection, FencedLease lease, Function<? super Readable, ? extends T> mapper) {
+        Objects.requireNonNull(mapper, "mapper must not be null");
+        return update(connection, lease).then(Mono.defer(() -> {
+            Sql select = selectRowSql(SqlDialect.of(connection));
+            return Flux.from(select.bind(connection.createStatement(select.text()), keyParams()).execute())
+                    .flatMap(result -> result.map(mapper))
+                    .next();
+        }));
     }
 
-    private Mono<Long> run(Connection connection, FencedLease lease, boolean upsert) {
-        Mono<Long> write = unobserved(connection, lease, upsert);
+    /**
+     * The claim step ({@link #claim(Connection, FencedLease, Function)}) on a connection of
+     * {@code connectionFactory}, joining the subscriber's transaction as {@link #update(ConnectionFactory,
+     * FencedLease)} does; outside one the claim commits at once.
+     *
+     * @param connectionFactory the connection factory
+     * @param lease the lease whose token claims the row
+     * @param mapper maps the row read after the claim
+     * @param <T> the type of the mapped row
+     * @return the row as claimed
+     */
+    public <T> Mono<T> claim(ConnectionFactory connectionFactory, FencedLease lease,
+            Function<? super Readable, ? extends T> mapper) {
+        return Connections.withOne(connectionFactory, c -> claim(c, lease, mapper));
+    }
+
+    private enum Kind { UPDATE, UPSERT }
+
+    private Mono<Long> run(Connection connection, FencedLease lease, Kind kind) {
+        Mono<Long> write = unobserved(connection, lease, kind);
         return observations == null ? write : WriteObservation.observe(write, observations, table, lease.name());
     }
 
-    private Mono<Long> unobserved(Connection connection, FencedLease lease, boolean upsert) {
+    private Mono<Long> unobserved(Connection connection, FencedLease lease, Kind kind) {
         return Mono.defer(() -> {
             Objects.requireNonNull(connection, "connection must not be null");
             LeaseNotHeldException notHeld = Leases.notHeld(lease);
@@ -262,116 +339,204 @@ public final class FencedWrite {
             if (keys.isEmpty()) {
                 return Mono.error(new IllegalStateException("A fenced write of " + table + " needs at least one key(...)"));
             }
-            Statement statement = connection.createStatement(upsert ? upsertSql() : updateSql());
-            int index = bindAll(statement, upsert ? keys : values, 0);
-            index = bindAll(statement, upsert ? values : keys, index);
-            statement.bind(index, lease.token());
-            statement.bind(index + 1, lease.ownerId());
-            return Statements.rowsUpdated(statement, schemaDescription())
-                    .flatMap(rows -> rows > 0 ? Mono.just(rows) : explainRejection(connection, lease));
+            SqlDialect dialect = SqlDialect.of(connection);
+            if (kind == Kind.UPDATE) {
+                return guardedUpdate(connection, dialect, lease);
+            }
+            if (dialect.atomicUpsert()) {
+                Sql upsert = upsertSql(dialect);
+                return Statements.rowsUpdated(upsert.bind(connection.createStatement(upsert.text()), insertParams(lease)),
+                                schemaDescription(dialect))
+                        .flatMap(rows -> rows > 0 ? Mono.just(rows) : explainRejection(connection, dialect, lease));
+            }
+            // Update, else insert, else (another writer inserted it meanwhile) update: each step guarded or keyed.
+            return guardedUpdate(connection, dialect, lease)
+                    .onErrorResume(FencedRowNotFoundException.class, missing -> insert(connection, dialect, lease)
+                            .onErrorResume(SqlErrors::isDuplicateKey, raced -> guardedUpdate(connection, dialect, lease)));
         });
     }
 
+    private Mono<Long> guardedUpdate(Connection connection, SqlDialect dialect, FencedLease lease) {
+        Sql update = updateSql(dialect);
+        return Statements.rowsUpdated(update.bind(connection.createStatement(update.text()), updateParams(lease)),
+                        schemaDescription(dialect))
+                .flatMap(rows -> rows > 0 ? Mono.just(rows) : explainRejection(connection, dialect, lease));
+    }
+
+    private Mono<Long> insert(Connection connection, SqlDialect dialect, FencedLease lease) {
+        Sql insert = insertSql(dialect);
+        return Flux.from(insert.bind(connection.createStatement(insert.text()), insertParams(lease)).execute())
+                .flatMap(io.r2dbc.spi.Result::getRowsUpdated)
+                .reduce(0L, Long::sum);
+    }
+
     /** Nothing was written: read what the row holds to tell "stale" from "no such row". */
-    private Mono<Long> explainRejection(Connection connection, FencedLease lease) {
-        Statement select = connection.createStatement("SELECT " + tokenColumn + ", " + ownerColumn + " FROM " + quotedTable
-                + " WHERE " + keyCondition(1));
-        bindAll(select, keys, 0);
-        return Statements.stored(select, schemaDescription())
+    private Mono<Long> explainRejection(Connection connection, SqlDialect dialect, FencedLease lease) {
+        Sql select = selectStoredSql(dialect);
+        return Statements.stored(select.bind(connection.createStatement(select.text()), keyParams()), schemaDescription(dialect))
                 .flatMap(stored -> {
-                    if (stored.token() == null || rule.accepts(stored.token(), stored.owner(), lease.token(), lease.ownerId())) {
+                    Long token = stored.token();
+                    if (token != null && token == lease.token() && rule == FencingRule.SAME_LEASE_OR_NEWER
+                            && lease.ownerId().equals(stored.owner())) {
+                        // Accepted, but the row held these very values: a driver that counts changed rows (not
+                        // matched ones) reports none.
+                        return Mono.just(1L);
+                    }
+                    if (token == null || rule.accepts(token, stored.owner(), lease.token(), lease.ownerId())) {
                         // The row changed between the write and this read; the write itself found no row to take.
                         return Mono.<Long>error(FencedRowNotFoundException.of(lease.name(), target()));
                     }
-                    return Mono.<Long>error(Leases.rejected(lease, target(), stored.token(), stored.owner()));
+                    return Mono.<Long>error(ownerColumn == null ? Leases.rejectedByToken(lease, target(), token)
+                            : Leases.rejected(lease, target(), token, stored.owner()));
                 })
                 .switchIfEmpty(Mono.error(() -> FencedRowNotFoundException.of(lease.name(), target())));
     }
 
-    String updateSql() {
-        return SqlCache.get(shape("UPDATE"), this::buildUpdateSql);
+    /** The values of an update: the set values, the keys, the token and (if stored) the owner. */
+    private List<Sql.Param> updateParams(FencedLease lease) {
+        List<Sql.Param> params = new ArrayList<>(values.size() + keys.size() + 2);
+        values.forEach(c -> params.add(c.param()));
+        keys.forEach(c -> params.add(c.param()));
+        addFencing(params, lease);
+        return params;
     }
 
-    String upsertSql() {
-        return SqlCache.get(shape("UPSERT"), this::buildUpsertSql);
+    /** The values of an insert or upsert: the keys, the set values, the token and (if stored) the owner. */
+    private List<Sql.Param> insertParams(FencedLease lease) {
+        List<Sql.Param> params = new ArrayList<>(values.size() + keys.size() + 2);
+        keys.forEach(c -> params.add(c.param()));
+        values.forEach(c -> params.add(c.param()));
+        addFencing(params, lease);
+        return params;
     }
 
-    /** What the SQL text depends on: the statement kind, the table, the columns in order, and the rule. */
-    private String shape(String kind) {
-        StringBuilder b = new StringBuilder(kind).append('\u0000').append(quotedTable).append('\u0000');
+    private void addFencing(List<Sql.Param> params, FencedLease lease) {
+        params.add(Sql.Param.of(lease.token()));
+        if (ownerColumn != null) {
+            params.add(Sql.Param.of(lease.ownerId()));
+        }
+    }
+
+    private List<Sql.Param> keyParams() {
+        List<Sql.Param> params = new ArrayList<>(keys.size());
+        keys.forEach(c -> params.add(c.param()));
+        return params;
+    }
+
+    Sql updateSql(SqlDialect dialect) {
+        return SqlCache.get(shape("UPDATE", dialect), () -> buildUpdateSql(dialect));
+    }
+
+    Sql upsertSql(SqlDialect dialect) {
+        return SqlCache.get(shape("UPSERT", dialect), () -> buildUpsertSql(dialect));
+    }
+
+    Sql insertSql(SqlDialect dialect) {
+        return SqlCache.get(shape("INSERT", dialect), () -> buildInsert(new Sql.Builder(dialect)).build());
+    }
+
+    private Sql selectStoredSql(SqlDialect dialect) {
+        return SqlCache.get(shape("STORED", dialect), () -> {
+            Sql.Builder sql = new Sql.Builder(dialect).append("SELECT ").id(tokenColumn);
+            if (ownerColumn != null) {
+                sql.append(", ").id(ownerColumn);
+            }
+            return keyCondition(sql.append(" FROM ").id(table).append(" WHERE "), 0).build();
+        });
+    }
+
+    private Sql selectRowSql(SqlDialect dialect) {
+        return SqlCache.get(shape("ROW", dialect),
+                () -> keyCondition(new Sql.Builder(dialect).append("SELECT * FROM ").id(table).append(" WHERE "), 0).build());
+    }
+
+    /** What the SQL depends on: the statement kind, the dialect, the table, the columns in order, and the rule. */
+    private String shape(String kind, SqlDialect dialect) {
+        StringBuilder b = new StringBuilder(kind).append('\u0000').append(dialect.name()).append('\u0000').append(table)
+                .append('\u0000');
         for (Column c : keys) {
-            b.append(c.quoted()).append(',');
+            b.append(c.name()).append(',');
         }
         b.append('\u0000');
         for (Column c : values) {
-            b.append(c.quoted()).append(',');
+            b.append(c.name()).append(',');
         }
         return b.append('\u0000').append(tokenColumn).append('\u0000').append(ownerColumn).append('\u0000').append(rule.name())
                 .toString();
     }
 
-    private String buildUpdateSql() {
-        StringJoiner set = new StringJoiner(", ");
-        int index = 1;
+    private Sql buildUpdateSql(SqlDialect dialect) {
+        Sql.Builder sql = new Sql.Builder(dialect).append("UPDATE ").id(table).append(" SET ");
+        int index = 0;
         for (Column c : values) {
-            set.add(c.quoted() + " = $" + index++);
+            sql.id(c.name()).append(" = ").param(index++).append(", ");
         }
-        String where = keyCondition(index);
-        index += keys.size();
-        String token = "$" + index;
-        String owner = "$" + (index + 1);
-        set.add(tokenColumn + " = " + token);
-        set.add(ownerColumn + " = " + owner);
-        return "UPDATE " + quotedTable + " SET " + set + " WHERE " + where + " AND "
-                + rule.condition(tokenColumn, ownerColumn, token, owner);
+        int token = index + keys.size();
+        int owner = token + 1;
+        sql.id(tokenColumn).append(" = ").param(token);
+        if (ownerColumn != null) {
+            sql.append(", ").id(ownerColumn).append(" = ").param(owner);
+        }
+        keyCondition(sql.append(" WHERE "), index).append(" AND ");
+        rule.appendCondition(sql, column(dialect, tokenColumn), ownerColumn == null ? null : column(dialect, ownerColumn),
+                Sql.Operand.value(token), ownerColumn == null ? null : Sql.Operand.value(owner));
+        return sql.build();
     }
 
-    private String buildUpsertSql() {
-        StringJoiner columns = new StringJoiner(", ");
-        StringJoiner params = new StringJoiner(", ");
-        StringJoiner conflict = new StringJoiner(", ");
-        StringJoiner update = new StringJoiner(", ");
-        int index = 1;
+    /** {@code INSERT INTO t (keys, values, token[, owner]) VALUES (…)}, the values in {@link #insertParams} order. */
+    private Sql.Builder buildInsert(Sql.Builder sql) {
+        sql.append("INSERT INTO ").id(table).append(" (");
         for (Column c : keys) {
-            columns.add(c.quoted());
-            params.add("$" + index++);
-            conflict.add(c.quoted());
+            sql.id(c.name()).append(", ");
         }
         for (Column c : values) {
-            columns.add(c.quoted());
-            params.add("$" + index++);
-            update.add(c.quoted() + " = EXCLUDED." + c.quoted());
+            sql.id(c.name()).append(", ");
         }
-        columns.add(tokenColumn).add(ownerColumn);
-        params.add("$" + index).add("$" + (index + 1));
-        update.add(tokenColumn + " = EXCLUDED." + tokenColumn).add(ownerColumn + " = EXCLUDED." + ownerColumn);
-        return "INSERT INTO " + quotedTable + " (" + columns + ") VALUES (" + params + ") ON CONFLICT (" + conflict
-                + ") DO UPDATE SET " + update + " WHERE " + rule.condition(quotedTable + "." + tokenColumn,
-                quotedTable + "." + ownerColumn, "EXCLUDED." + tokenColumn, "EXCLUDED." + ownerColumn);
+        sql.id(tokenColumn);
+        if (ownerColumn != null) {
+            sql.append(", ").id(ownerColumn);
+        }
+        sql.append(") VALUES (");
+        int count = keys.size() + values.size() + (ownerColumn == null ? 1 : 2);
+        for (int i = 0; i < count; i++) {
+            sql.append(i == 0 ? "" : ", ").param(i);
+        }
+        return sql.append(")");
     }
 
-    private String keyCondition(int firstIndex) {
-        StringJoiner where = new StringJoiner(" AND ");
+    /** PostgreSQL's one-statement guarded upsert. */
+    private Sql buildUpsertSql(SqlDialect dialect) {
+        Sql.Builder sql = buildInsert(new Sql.Builder(dialect)).append(" ON CONFLICT (");
+        for (int i = 0; i < keys.size(); i++) {
+            sql.append(i == 0 ? "" : ", ").id(keys.get(i).name());
+        }
+        sql.append(") DO UPDATE SET ");
+        for (Column c : values) {
+            sql.id(c.name()).append(" = EXCLUDED.").id(c.name()).append(", ");
+        }
+        sql.id(tokenColumn).append(" = EXCLUDED.").id(tokenColumn);
+        if (ownerColumn != null) {
+            sql.append(", ").id(ownerColumn).append(" = EXCLUDED.").id(ownerColumn);
+        }
+        sql.append(" WHERE ");
+        String quotedTable = dialect.quote(table) + ".";
+        rule.appendCondition(sql, Sql.Operand.sql(quotedTable + dialect.quote(tokenColumn)),
+                ownerColumn == null ? null : Sql.Operand.sql(quotedTable + dialect.quote(ownerColumn)),
+                Sql.Operand.sql("EXCLUDED." + dialect.quote(tokenColumn)),
+                ownerColumn == null ? null : Sql.Operand.sql("EXCLUDED." + dialect.quote(ownerColumn)));
+        return sql.build();
+    }
+
+    private static Sql.Operand column(SqlDialect dialect, String name) {
+        return Sql.Operand.sql(dialect.quote(name));
+    }
+
+    private Sql.Builder keyCondition(Sql.Builder sql, int firstIndex) {
         int index = firstIndex;
         for (Column c : keys) {
-            where.add(c.quoted() + " = $" + index++);
+            sql.append(index == firstIndex ? "" : " AND ").id(c.name()).append(" = ").param(index++);
         }
-        return where.toString();
-    }
-
-    private static int bindAll(Statement statement, List<Column> columns, int first) {
-        int index = first;
-        for (Column c : columns) {
-            Object value = c.value();
-            Class<?> nullType = c.nullType();
-            if (value != null) {
-                statement.bind(index, value);
-            } else if (nullType != null) {
-                statement.bindNull(index, nullType);
-            }
-            index++;
-        }
-        return index;
+        return sql;
     }
 
     private String target() {
@@ -387,13 +552,13 @@ public final class FencedWrite {
         return "A fenced write of " + table;
     }
 
-    private String schemaDescription() {
-        return "table " + quotedTable + " with key, value, token " + tokenColumn + " (bigint) and owner " + ownerColumn
-                + " (text) columns";
+    private String schemaDescription(SqlDialect dialect) {
+        return "table " + dialect.quote(table) + " with key, value, token " + dialect.quote(tokenColumn) + " (bigint)"
+                + (ownerColumn == null ? "" : " and owner " + dialect.quote(ownerColumn) + " (text)") + " columns";
     }
 
     private FencedWrite copy(List<Column> newKeys, List<Column> newValues) {
-        return new FencedWrite(table, quotedTable, newKeys, newValues, tokenColumn, ownerColumn, rule, observations, guard);
+        return new FencedWrite(table, newKeys, newValues, tokenColumn, ownerColumn, rule, observations, guard);
     }
 
     /**
@@ -406,21 +571,23 @@ public final class FencedWrite {
      * @return a new spec
      */
     public FencedWrite observe(io.micrometer.observation.ObservationRegistry registry) {
-        return new FencedWrite(table, quotedTable, keys, values, tokenColumn, ownerColumn, rule,
+        return new FencedWrite(table, keys, values, tokenColumn, ownerColumn, rule,
                 Objects.requireNonNull(registry, "registry must not be null"), guard);
     }
 
     private FencedWrite checkDistinct() {
         Set<String> seen = new HashSet<>();
         seen.add(tokenColumn);
-        seen.add(ownerColumn);
+        if (ownerColumn != null) {
+            seen.add(ownerColumn);
+        }
         for (Column c : keys) {
-            if (!seen.add(c.quoted())) {
+            if (!seen.add(c.name())) {
                 throw new IllegalArgumentException("Column " + c.name() + " appears twice in the fenced write of " + table);
             }
         }
         for (Column c : values) {
-            if (!seen.add(c.quoted())) {
+            if (!seen.add(c.name())) {
                 throw new IllegalArgumentException("Column " + c.name() + " appears twice in the fenced write of " + table
                         + " (the token and owner columns are set by the write itself)");
             }
@@ -433,6 +600,10 @@ public final class FencedWrite {
         return "FencedWrite{" + target() + ", rule=" + rule + (guard == null ? "" : ", guardedBy=" + guard) + "}";
     }
 
-    private record Column(String name, String quoted, @Nullable Object value, @Nullable Class<?> nullType) {
+    private record Column(String name, @Nullable Object value, @Nullable Class<?> nullType) {
+
+        Sql.Param param() {
+            return new Sql.Param(value, nullType);
+        }
     }
 }

@@ -27,19 +27,26 @@ public enum FencingRule {
     STRICTLY_NEWER;
 
     /**
-     * The SQL condition, with the stored columns and the presented values as given.
+     * Appends the SQL condition, with the stored columns and the presented values as given.
      *
-     * @param storedToken the stored token column, quoted
-     * @param storedOwner the stored owner column, quoted
-     * @param token the presented token (a parameter or a column)
-     * @param owner the presented owner (a parameter or a column)
-     * @return the condition, parenthesized
+     * @param sql the statement being built
+     * @param storedToken the stored token column
+     * @param storedOwner the stored owner column, or {@code null} for a table with the token column alone
+     *     (only {@link #STRICTLY_NEWER} reads no owner)
+     * @param token the presented token
+     * @param owner the presented owner, or {@code null} with {@code storedOwner}
      */
-    String condition(String storedToken, String storedOwner, String token, String owner) {
-        String newer = storedToken + " IS NULL OR " + storedToken + " < " + token;
-        return this == STRICTLY_NEWER
-                ? "(" + newer + ")"
-                : "(" + newer + " OR (" + storedToken + " = " + token + " AND " + storedOwner + " = " + owner + "))";
+    void appendCondition(Sql.Builder sql, Sql.Operand storedToken, Sql.@Nullable Operand storedOwner, Sql.Operand token,
+            Sql.@Nullable Operand owner) {
+        sql.append("(").operand(storedToken).append(" IS NULL OR ").operand(storedToken).append(" < ").operand(token);
+        if (this == SAME_LEASE_OR_NEWER) {
+            if (storedOwner == null || owner == null) {
+                throw new IllegalStateException("The rule SAME_LEASE_OR_NEWER needs an owner column");
+            }
+            sql.append(" OR (").operand(storedToken).append(" = ").operand(token).append(" AND ").operand(storedOwner)
+                    .append(" = ").operand(owner).append(")");
+        }
+        sql.append(")");
     }
 
     /**

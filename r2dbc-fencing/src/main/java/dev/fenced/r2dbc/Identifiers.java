@@ -1,50 +1,51 @@
 package dev.fenced.r2dbc;
 
-import java.util.Map;
 import java.util.Objects;
+import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.regex.Pattern;
 
-/** Validation and quoting of SQL identifiers: nothing user-supplied is ever concatenated unchecked. */
+/**
+ * Validation of SQL identifiers: nothing user-supplied is ever concatenated unchecked. Quoting is the
+ * dialect's ({@link SqlDialect#quote}).
+ */
 final class Identifiers {
 
     private static final Pattern PART = Pattern.compile("[A-Za-z_][A-Za-z0-9_]{0,62}");
 
-    /** Column names already checked, quoted; bounded like {@link SqlCache}. */
-    private static final Map<String, String> QUOTED_COLUMNS = new ConcurrentHashMap<>();
+    /** Column names already checked; bounded like {@link SqlCache}. */
+    private static final Set<String> CHECKED = ConcurrentHashMap.newKeySet();
 
     private Identifiers() {
     }
 
     /**
-     * Checks a column name and quotes it.
+     * Checks a column name.
      *
      * @param name the name
      * @param what what it names, for the message
-     * @return the quoted identifier
+     * @return the name
      */
     static String column(String name, String what) {
         Objects.requireNonNull(name, () -> what + " must not be null");
-        String quoted = QUOTED_COLUMNS.get(name);
-        if (quoted != null) {
-            return quoted;
+        if (CHECKED.contains(name)) {
+            return name;
         }
         if (!PART.matcher(name).matches()) {
             throw invalid(name, what);
         }
-        quoted = '"' + name + '"';
-        if (QUOTED_COLUMNS.size() < SqlCache.LIMIT) {
-            QUOTED_COLUMNS.putIfAbsent(name, quoted);
+        if (CHECKED.size() < SqlCache.LIMIT) {
+            CHECKED.add(name);
         }
-        return quoted;
+        return name;
     }
 
     /**
-     * Checks a table name, optionally schema-qualified, and quotes it.
+     * Checks a table name, optionally schema-qualified.
      *
      * @param name the name, such as {@code invoices} or {@code billing.invoices}
      * @param what what it names, for the message
-     * @return the quoted identifier
+     * @return the name
      */
     static String table(String name, String what) {
         Objects.requireNonNull(name, () -> what + " must not be null");
@@ -57,7 +58,7 @@ final class Identifiers {
         if (!PART.matcher(schema).matches() || !PART.matcher(table).matches()) {
             throw invalid(name, what);
         }
-        return '"' + schema + "\".\"" + table + '"';
+        return name;
     }
 
     private static IllegalArgumentException invalid(String name, String what) {

@@ -83,4 +83,23 @@ final class Leases {
         lease.reportRejectedWrite(rejection);
         return rejection;
     }
+
+    /**
+     * The error for a write rejected by a row that stores the token alone. A stored token equal to the lease's
+     * cannot be told apart (a second write of this lease, or a token re-issued to another owner), so the lease is
+     * only told when the stored token is higher.
+     *
+     * @param lease the lease that wrote
+     * @param target what was written
+     * @param storedToken the token storage holds
+     * @return the error to emit
+     */
+    static StaleFencingTokenException rejectedByToken(FencedLease lease, String target, long storedToken) {
+        StaleFencingTokenException rejection = StaleFencingTokenException.of(lease.name(), target, lease.token(),
+                storedToken, null);
+        if (storedToken > lease.token()) {
+            lease.reportRejectedWrite(rejection);
+        }
+        return rejection;
+    }
 }

@@ -1,12 +1,18 @@
 package dev.fenced.r2dbc;
 
 import io.r2dbc.spi.R2dbcException;
+import java.util.Set;
 
-/** The one place where database errors of fenced writes become clear messages. */
+/** The one place where database errors of fenced statements are classified, for every supported dialect. */
 final class SqlErrors {
 
-    private static final String UNDEFINED_COLUMN = "42703";
-    private static final String UNDEFINED_TABLE = "42P01";
+    /** Undefined column and table: PostgreSQL's 42703 and 42P01, MariaDB's and MySQL's 42S22 and 42S02. */
+    private static final Set<String> SCHEMA_MISMATCH = Set.of("42703", "42P01", "42S22", "42S02");
+
+    /** A unique key taken: PostgreSQL's 23505; MariaDB and MySQL say 23000 with error 1062 (ER_DUP_ENTRY). */
+    private static final String PG_UNIQUE_VIOLATION = "23505";
+    private static final String INTEGRITY_VIOLATION = "23000";
+    private static final int ER_DUP_ENTRY = 1062;
 
     private SqlErrors() {
     }
@@ -19,13 +25,24 @@ final class SqlErrors {
      * @return the error to emit
      */
     static Throwable classify(Throwable error, String schema) {
-        if (error instanceof R2dbcException r2dbc) {
-            String state = r2dbc.getSqlState();
-            if (UNDEFINED_COLUMN.equals(state) || UNDEFINED_TABLE.equals(state)) {
-                return new IllegalStateException("The fenced write expects " + schema + ", but the database says: "
-                        + r2dbc.getMessage(), error);
-            }
+        if (error instanceof R2dbcException r2dbc && SCHEMA_MISMATCH.contains(r2dbc.getSqlState())) {
+            return new IllegalStateException("The fenced write expects " + schema + ", but the database says: "
+                    + r2dbc.getMessage(), error);
         }
         return error;
+    }
+
+    /**
+     * Whether an insert failed because another writer inserted a row with the same key first.
+     *
+     * @param error the failure
+     * @return whether it is a duplicate key
+     */
+    static boolean isDuplicateKey(Throwable error) {
+        if (error instanceof R2dbcException r2dbc) {
+            String state = r2dbc.getSqlState();
+            return PG_UNIQUE_VIOLATION.equals(state) || (INTEGRITY_VIOLATION.equals(state) && r2dbc.getErrorCode() == ER_DUP_ENTRY);
+        }
+        return false;
     }
 }

@@ -31,7 +31,7 @@ final class Statements {
     }
 
     /**
-     * Executes a query of {@code token, owner} (and, optionally, {@code lock_id}) and reads its first row.
+     * Executes a query of {@code token} (then, optionally, {@code owner} and {@code lock_id}) and reads its first row.
      *
      * @param select the query, bound
      * @param schema what the query expects of the schema, for error messages
@@ -39,8 +39,11 @@ final class Statements {
      */
     static Mono<Stored> stored(Statement select, String schema) {
         return Flux.from(select.execute())
-                .flatMap(result -> result.map((row, meta) -> new Stored(row.get(0, Long.class), row.get(1, String.class),
-                        meta.getColumnMetadatas().size() > 2 ? row.get(2, String.class) : null)))
+                .flatMap(result -> result.map((row, meta) -> {
+                    int columns = meta.getColumnMetadatas().size();
+                    return new Stored(row.get(0, Long.class), columns > 1 ? row.get(1, String.class) : null,
+                            columns > 2 ? row.get(2, String.class) : null);
+                }))
                 .next()
                 .onErrorMap(e -> SqlErrors.classify(e, schema));
     }

@@ -1,9 +1,11 @@
 /**
- * Storage-side enforcement of fencing tokens for PostgreSQL over R2DBC.
+ * Storage-side enforcement of fencing tokens for PostgreSQL and MariaDB/MySQL over R2DBC (the dialect is read
+ * from the connection); on a {@code ConnectionFactory}, the statements join
+ * the subscriber's Spring transaction when there is one ({@code spring-r2dbc} is an optional dependency).
  *
  * <ul>
- *   <li>{@link dev.fenced.r2dbc.FencedWrite}: a token-guarded {@code UPDATE} or {@code INSERT … ON CONFLICT}
- *       of a table that carries token and owner columns;</li>
+ *   <li>{@link dev.fenced.r2dbc.FencedWrite}: a token-guarded {@code UPDATE} or upsert of a table that carries
+ *       token and owner columns, or the token column alone, and the claim step of a read-modify-write;</li>
  *   <li>{@link dev.fenced.r2dbc.FenceTable}: a fence row per resource, advanced as the first statement of a
  *       transaction, for tables that cannot carry the columns or for a lock that guards several rows.</li>
  * </ul>

@@ -1,135 +1,14 @@
 package dev.fenced.r2dbc;
 
-import static org.assertj.core.api.Assertions.assertThat;
-
-import dev.fenced.lock.LeaseNotHeldException;
-import dev.fenced.lock.StaleFencingTokenException;
 import dev.fenced.testservices.PostgresServer;
 import dev.fenced.testservices.PostgresServerExtension;
-import io.r2dbc.spi.Connection;
-import io.r2dbc.spi.Result;
-import java.time.Duration;
-import java.util.List;
-import org.junit.jupiter.api.AfterEach;
-import org.junit.jupiter.api.BeforeEach;
-import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.extension.ExtendWith;
-import org.springframework.r2dbc.connection.R2dbcTransactionManager;
-import org.springframework.r2dbc.core.DatabaseClient;
-import org.springframework.transaction.reactive.TransactionalOperator;
-import reactor.core.publisher.Flux;
-import reactor.core.publisher.Mono;
-import reactor.test.StepVerifier;
 
-/** The fence table against a real PostgreSQL, with plain R2DBC and with Spring's transactions. */
+/** The fence-table contract on PostgreSQL. */
 @ExtendWith(PostgresServerExtension.class)
-class FenceTableIT {
+class FenceTableIT extends FenceTableContract {
 
-    private Postgres db;
-    private FenceTable fence;
-    private String ledger;
-
-    @BeforeEach
-    void setUp(PostgresServer server) {
-        db = new Postgres(server);
-        fence = FenceTable.named(Postgres.uniqueName("fence"));
-        ledger = Postgres.uniqueName("ledger");
-        StepVerifier.create(fence.create(db.connections)).verifyComplete();
-        db.execute("CREATE TABLE " + ledger + " (id bigint PRIMARY KEY, total bigint NOT NULL)",
-                "INSERT INTO " + ledger + " VALUES (1, 0)", "INSERT INTO " + ledger + " VALUES (2, 0)");
-    }
-
-    @AfterEach
-    void tearDown() {
-        db.execute("DROP TABLE IF EXISTS " + ledger, "DROP TABLE IF EXISTS " + fence.name());
-        db.close();
-    }
-
-    private static Flux<Long> addToBoth(Connection c, String table, long amount) {
-        return Flux.concat(
-                        c.createStatement("UPDATE " + table + " SET total = total + $1 WHERE id = 1").bind(0, amount).execute(),
-                        c.createStatement("UPDATE " + table + " SET total = total + $1 WHERE id = 2").bind(0, amount).execute())
-                .flatMap(Result::getRowsUpdated);
-    }
-
-    private List<List<Object>> totals() {
-        return db.query("SELECT total FROM " + ledger + " ORDER BY id");
-    }
-
-    @Test
-    void createIsIdempotentAndShipsTheDdl() {
-        StepVerifier.create(fence.create(db.connections)).verifyComplete();
-        assertThat(FenceTable.defaultTable().ddl()).startsWith("-- The fence table").contains("CREATE TABLE IF NOT EXISTS \"fenced_fence\" (");
-        assertThat(fence.ddl()).contains("CREATE TABLE IF NOT EXISTS \"" + fence.name() + "\" (");
-    }
-
-    @Test
-    void freshTokenCommitsEverythingInTheTransaction() {
-        StepVerifier.create(fence.inTransaction(db.connections, new TestLease("ledger", 5, "a"), c -> addToBoth(c, ledger, 10)))
-                .expectNext(1L, 1L)
-                .verifyComplete();
-        assertThat(totals()).containsExactly(List.of(10L), List.of(10L));
-        assertThat(db.query("SELECT last_token, last_owner FROM " + fence.name() + " WHERE resource = 'fenced:{ledger}'"))
-                .containsExactly(List.of(5L, "a"));
-    }
-
-    @Test
-    void staleTokenCommitsNothing() {
-        fence.inTransaction(db.connections, new TestLease("ledger", 6, "b"), c -> addToBoth(c, ledger, 1)).blockLast(Duration.ofSeconds(30));
-        TestLease stale = new TestLease("ledger", 5, "a");
-        StepVerifier.create(fence.inTransaction(db.connections, stale, c -> addToBoth(c, ledger, 1000)))
-                .verifyErrorSatisfies(e -> {
-                    assertThat(e).isInstanceOf(StaleFencingTokenException.class)
-                            .hasMessage("Write to fence " + fence.name() + " (resource = fenced:{ledger}) with fencing token 5 of lock "
-                                    + "'ledger' was rejected: storage holds token 6");
-                });
-        assertThat(totals()).containsExactly(List.of(1L), List.of(1L));
-        assertThat(stale.reportedNewerToken).hasValue(6);
-    }
-
-    @Test
-    void failingWorkRollsBackTheFenceToo() {
-        StepVerifier.create(fence.inTransaction(db.connections, new TestLease("ledger", 5, "a"),
-                        c -> addToBoth(c, ledger, 10).then(Mono.error(new IllegalStateException("work failed")))))
-                .verifyErrorMessage("work failed");
-        assertThat(totals()).containsExactly(List.of(0L), List.of(0L));
-        assertThat(db.query("SELECT count(*) FROM " + fence.name())).containsExactly(List.of(0L));
-    }
-
-    @Test
-    void leaseThatIsNotHeldIsRefusedBeforeTheTransactionWrites() {
-        TestLease released = new TestLease("ledger", 5, "a");
-        released.release().block();
-        StepVerifier.create(fence.inTransaction(db.connections, released, c -> addToBoth(c, ledger, 10)))
-                .verifyError(LeaseNotHeldException.class);
-        assertThat(totals()).containsExactly(List.of(0L), List.of(0L));
-    }
-
-    @Test
-    void advanceOnAnAutoCommitConnectionIsRefused() {
-        StepVerifier.create(Mono.usingWhen(db.connections.create(),
-                        c -> fence.advance(c, new TestLease("ledger", 5, "a")), Connection::close))
-                .verifyErrorSatisfies(e -> assertThat(e).isInstanceOf(IllegalStateException.class)
-                        .hasMessageStartingWith("FenceTable.advance needs a transaction"));
-        assertThat(db.query("SELECT count(*) FROM " + fence.name())).containsExactly(List.of(0L));
-    }
-
-    @Test
-    void springTransactionalOperatorAndDatabaseClientCompose() {
-        DatabaseClient client = DatabaseClient.create(db.connections);
-        TransactionalOperator transactions = TransactionalOperator.create(new R2dbcTransactionManager(db.connections));
-        TestLease newer = new TestLease("ledger", 8, "b");
-        TestLease stale = new TestLease("ledger", 7, "a");
-
-        // inConnection hands out the connection of the surrounding Spring transaction.
-        Mono<Long> fenced = client.inConnection(c -> fence.advance(c, newer))
-                .then(client.sql("UPDATE " + ledger + " SET total = total + 5 WHERE id = 1").fetch().rowsUpdated());
-        StepVerifier.create(fenced.as(transactions::transactional)).expectNext(1L).verifyComplete();
-
-        Mono<Long> rejected = client.inConnection(c -> fence.advance(c, stale))
-                .then(client.sql("UPDATE " + ledger + " SET total = total + 500 WHERE id = 1").fetch().rowsUpdated());
-        StepVerifier.create(rejected.as(transactions::transactional)).verifyError(StaleFencingTokenException.class);
-
-        assertThat(totals()).containsExactly(List.of(5L), List.of(0L));
+    FenceTableIT(PostgresServer server) {
+        super(TestDatabase.postgres(server));
     }
 }

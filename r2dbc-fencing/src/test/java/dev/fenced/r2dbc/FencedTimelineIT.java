@@ -33,7 +33,7 @@ class FencedTimelineIT {
     private static final Duration BOUND = Duration.ofSeconds(30);
 
     private RedisServer redis;
-    private Postgres db;
+    private TestDatabase db;
     private String table;
     private String prefix;
 
@@ -41,8 +41,8 @@ class FencedTimelineIT {
     void setUp(RedisServer redis, PostgresServer postgres) {
         this.redis = redis;
         this.prefix = "timeline-" + UUID.randomUUID() + ":";
-        db = new Postgres(postgres);
-        table = Postgres.uniqueName("invoices");
+        db = TestDatabase.postgres(postgres);
+        table = TestDatabase.uniqueName("invoices");
         db.execute("CREATE TABLE " + table + " (id bigint PRIMARY KEY, status text NOT NULL, amount bigint NOT NULL, "
                 + "fencing_token bigint, fencing_owner text)", "INSERT INTO " + table + " (id, status, amount) VALUES (42, 'OPEN', 0)");
     }

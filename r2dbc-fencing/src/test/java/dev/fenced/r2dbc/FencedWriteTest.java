@@ -8,24 +8,27 @@ import org.junit.jupiter.api.Test;
 /** The SQL a fenced write sends, and the input it refuses before sending anything. */
 class FencedWriteTest {
 
+    private static final SqlDialect PG = SqlDialect.POSTGRESQL;
+    private static final SqlDialect MARIADB = SqlDialect.MARIADB;
+
     private final FencedWrite settle = FencedWrite.into("invoices").key("id", 42).set("status", "PAID").set("amount", 10);
 
     @Test
     void updateGuardsOnTheTokenAndOwner() {
-        assertThat(settle.updateSql()).isEqualTo("UPDATE \"invoices\" SET \"status\" = $1, \"amount\" = $2, "
+        assertThat(settle.updateSql(PG).text()).isEqualTo("UPDATE \"invoices\" SET \"status\" = $1, \"amount\" = $2, "
                 + "\"fencing_token\" = $4, \"fencing_owner\" = $5 WHERE \"id\" = $3 AND (\"fencing_token\" IS NULL OR "
                 + "\"fencing_token\" < $4 OR (\"fencing_token\" = $4 AND \"fencing_owner\" = $5))");
     }
 
     @Test
     void strictRuleAcceptsOnlyNewerTokens() {
-        assertThat(settle.rule(FencingRule.STRICTLY_NEWER).updateSql()).endsWith(
+        assertThat(settle.rule(FencingRule.STRICTLY_NEWER).updateSql(PG).text()).endsWith(
                 "WHERE \"id\" = $3 AND (\"fencing_token\" IS NULL OR \"fencing_token\" < $4)");
     }
 
     @Test
     void upsertGuardsTheConflictUpdate() {
-        assertThat(settle.upsertSql()).isEqualTo("INSERT INTO \"invoices\" (\"id\", \"status\", \"amount\", "
+        assertThat(settle.upsertSql(PG).text()).isEqualTo("INSERT INTO \"invoices\" (\"id\", \"status\", \"amount\", "
                 + "\"fencing_token\", \"fencing_owner\") VALUES ($1, $2, $3, $4, $5) ON CONFLICT (\"id\") DO UPDATE SET "
                 + "\"status\" = EXCLUDED.\"status\", \"amount\" = EXCLUDED.\"amount\", \"fencing_token\" = "
                 + "EXCLUDED.\"fencing_token\", \"fencing_owner\" = EXCLUDED.\"fencing_owner\" WHERE "
@@ -36,7 +39,7 @@ class FencedWriteTest {
 
     @Test
     void customColumnsAndSchemaAreQuoted() {
-        assertThat(FencedWrite.into("billing.ledger").key("id", 1).fencingColumns("tok", "own").updateSql())
+        assertThat(FencedWrite.into("billing.ledger").key("id", 1).fencingColumns("tok", "own").updateSql(PG).text())
                 .startsWith("UPDATE \"billing\".\"ledger\" SET \"tok\" = $2, \"own\" = $3 WHERE \"id\" = $1");
     }
 
@@ -67,14 +70,14 @@ class FencedWriteTest {
         assertThatThrownBy(() -> settle.set("note", null))
                 .isInstanceOf(NullPointerException.class)
                 .hasMessage("value of note must not be null; use setNull(column, type)");
-        assertThat(settle.setNull("note", String.class).updateSql()).contains("\"note\" = $3");
+        assertThat(settle.setNull("note", String.class).updateSql(PG).text()).contains("\"note\" = $3");
     }
 
     @Test
     void specsAreImmutable() {
         FencedWrite base = FencedWrite.into("invoices").key("id", 1);
         base.set("status", "PAID");
-        assertThat(base.updateSql()).startsWith("UPDATE \"invoices\" SET \"fencing_token\" = $2");
+        assertThat(base.updateSql(PG).text()).startsWith("UPDATE \"invoices\" SET \"fencing_token\" = $2");
     }
 
     @Test
@@ -82,14 +85,46 @@ class FencedWriteTest {
         FencedWrite first = FencedWrite.into("invoices").key("id", 1).set("status", "PAID");
         FencedWrite second = FencedWrite.into("invoices").key("id", 2).set("status", "VOID");
 
-        assertThat(second.updateSql()).isSameAs(first.updateSql());
-        assertThat(second.upsertSql()).isSameAs(first.upsertSql());
+        assertThat(second.updateSql(PG).text()).isSameAs(first.updateSql(PG).text());
+        assertThat(second.upsertSql(PG).text()).isSameAs(first.upsertSql(PG).text());
         // Any difference in columns, their order, the table or the rule is another shape.
-        assertThat(FencedWrite.into("invoices").set("status", "PAID").key("id", 1).updateSql()).isEqualTo(first.updateSql());
-        assertThat(FencedWrite.into("invoices").key("id", 1).set("note", "x").updateSql()).isNotEqualTo(first.updateSql());
-        assertThat(FencedWrite.into("invoices").key("id", 1).set("status", "PAID").set("amount", 3).updateSql())
-                .isNotEqualTo(first.updateSql());
-        assertThat(first.rule(FencingRule.STRICTLY_NEWER).updateSql()).isNotEqualTo(first.updateSql());
-        assertThat(FencedWrite.into("orders").key("id", 1).set("status", "PAID").updateSql()).isNotEqualTo(first.updateSql());
+        assertThat(FencedWrite.into("invoices").set("status", "PAID").key("id", 1).updateSql(PG).text()).isEqualTo(first.updateSql(PG).text());
+        assertThat(FencedWrite.into("invoices").key("id", 1).set("note", "x").updateSql(PG).text()).isNotEqualTo(first.updateSql(PG).text());
+        assertThat(FencedWrite.into("invoices").key("id", 1).set("status", "PAID").set("amount", 3).updateSql(PG).text())
+                .isNotEqualTo(first.updateSql(PG).text());
+        assertThat(first.rule(FencingRule.STRICTLY_NEWER).updateSql(PG).text()).isNotEqualTo(first.updateSql(PG).text());
+        assertThat(FencedWrite.into("orders").key("id", 1).set("status", "PAID").updateSql(PG).text()).isNotEqualTo(first.updateSql(PG).text());
+    }
+
+    @Test
+    void mariaDbQuotesWithBackticksAndBindsAValueOncePerMarker() {
+        Sql update = settle.updateSql(MARIADB);
+        assertThat(update.text()).isEqualTo("UPDATE `invoices` SET `status` = ?, `amount` = ?, `fencing_token` = ?, "
+                + "`fencing_owner` = ? WHERE `id` = ? AND (`fencing_token` IS NULL OR `fencing_token` < ? OR "
+                + "(`fencing_token` = ? AND `fencing_owner` = ?))");
+        // Values: status 0, amount 1, id 2, token 3, owner 4; every use of the token takes it again.
+        assertThat(update.slots()).containsExactly(0, 1, 3, 4, 2, 3, 3, 4);
+        assertThat(settle.updateSql(PG).slots()).containsExactly(0, 1, 2, 3, 4);
+        assertThat(settle.insertSql(MARIADB).text()).isEqualTo("INSERT INTO `invoices` (`id`, `status`, `amount`, "
+                + "`fencing_token`, `fencing_owner`) VALUES (?, ?, ?, ?, ?)");
+    }
+
+    @Test
+    void theSeedsTokenColumnAloneIsGuardedByTheStrictRule() {
+        FencedWrite seed = FencedWrite.into("invoices").key("id", 42).set("status", "PROCESSED").set("total_amount", 10)
+                .fencingColumn("last_fencing_token");
+        assertThat(seed.updateSql(PG).text()).isEqualTo("UPDATE \"invoices\" SET \"status\" = $1, \"total_amount\" = $2, "
+                + "\"last_fencing_token\" = $4 WHERE \"id\" = $3 AND (\"last_fencing_token\" IS NULL OR "
+                + "\"last_fencing_token\" < $4)");
+        assertThat(seed.upsertSql(PG).text()).endsWith("ON CONFLICT (\"id\") DO UPDATE SET \"status\" = EXCLUDED.\"status\", "
+                + "\"total_amount\" = EXCLUDED.\"total_amount\", \"last_fencing_token\" = EXCLUDED.\"last_fencing_token\" "
+                + "WHERE (\"invoices\".\"last_fencing_token\" IS NULL OR \"invoices\".\"last_fencing_token\" < "
+                + "EXCLUDED.\"last_fencing_token\")");
+        assertThat(seed.updateSql(MARIADB).slots()).containsExactly(0, 1, 3, 2, 3);
+        assertThatThrownBy(() -> seed.rule(FencingRule.SAME_LEASE_OR_NEWER))
+                .isInstanceOf(IllegalArgumentException.class)
+                .hasMessage("A fenced write of invoices with the token column last_fencing_token alone can only use "
+                        + "FencingRule.STRICTLY_NEWER: SAME_LEASE_OR_NEWER needs an owner column (fencingColumns(token, owner))");
+        assertThat(seed.rule(FencingRule.STRICTLY_NEWER).updateSql(PG)).isSameAs(seed.updateSql(PG));
     }
 }

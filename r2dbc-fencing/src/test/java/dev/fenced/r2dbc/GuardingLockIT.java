@@ -33,7 +33,7 @@ class GuardingLockIT {
 
     private static final Duration BOUND = Duration.ofSeconds(30);
 
-    private Postgres db;
+    private TestDatabase db;
     private FencedLockClient locks;
     private String prefix;
     private String invoices;
@@ -41,11 +41,11 @@ class GuardingLockIT {
 
     @BeforeEach
     void setUp(RedisServer redis, PostgresServer postgres) {
-        db = new Postgres(postgres);
+        db = TestDatabase.postgres(postgres);
         prefix = "guard-" + UUID.randomUUID() + ":";
         locks = FencedLockClient.builder().redisUri(redis.uri()).keyPrefix(prefix).build();
-        invoices = Postgres.uniqueName("invoices");
-        fence = FenceTable.named(Postgres.uniqueName("fence"));
+        invoices = TestDatabase.uniqueName("invoices");
+        fence = FenceTable.named(TestDatabase.uniqueName("fence"));
         StepVerifier.create(fence.create(db.connections)).verifyComplete();
         db.execute("CREATE TABLE " + invoices + " (id bigint PRIMARY KEY, status text NOT NULL, "
                 + "fencing_token bigint, fencing_owner text)", "INSERT INTO " + invoices + " (id, status) VALUES (42, 'OPEN')");
@@ -173,7 +173,7 @@ class GuardingLockIT {
 
     @Test
     void aFenceTableCreatedByAnEarlierVersionGetsTheLockIdColumn() {
-        FenceTable old = FenceTable.named(Postgres.uniqueName("oldfence"));
+        FenceTable old = FenceTable.named(TestDatabase.uniqueName("oldfence"));
         try {
             db.execute("CREATE TABLE " + old.name() + " (resource text PRIMARY KEY, last_token bigint NOT NULL, "
                     + "last_owner text NOT NULL, updated_at timestamptz NOT NULL DEFAULT now())",

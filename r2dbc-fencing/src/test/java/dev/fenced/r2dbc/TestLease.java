@@ -13,23 +13,27 @@ import reactor.core.publisher.Mono;
 /**
  * A lease with a chosen token and owner, for storage tests that need tokens no single lock could hand
  * out at once (concurrent writers, a token re-issued to another owner, a holder that paused after its
- * last check). Records what storage reports to it.
+ * last check). Records what storage reports to it. Shared with the tests of {@code r2dbc-fencing-spring} through
+ * this module's test jar.
  */
-final class TestLease implements FencedLease {
+public final class TestLease implements FencedLease {
 
     private final String name;
     private final String lockId;
     private final long token;
     private final String owner;
-    final AtomicBoolean held = new AtomicBoolean(true);
-    final AtomicLong reportedNewerToken = new AtomicLong(-1);
+    /** Whether the lease is held; {@link #release()} and a report of a newer holder clear it. */
+    public final AtomicBoolean held = new AtomicBoolean(true);
+    /** The newer token storage reported to the lease, or -1. */
+    public final AtomicLong reportedNewerToken = new AtomicLong(-1);
 
-    TestLease(String name, long token, String owner) {
+    /** A lease of the default key prefix {@code fenced:}. */
+    public TestLease(String name, long token, String owner) {
         this("fenced:", name, token, owner);
     }
 
     /** A lease of a client with the given key prefix. */
-    TestLease(String keyPrefix, String name, long token, String owner) {
+    public TestLease(String keyPrefix, String name, long token, String owner) {
         this.name = name;
         this.lockId = keyPrefix + "{" + name + "}";
         this.token = token;

@@ -1,5 +1,6 @@
 package dev.fenced.r2dbc;
 
+import dev.fenced.testservices.MariaDbServer;
 import dev.fenced.testservices.PostgresServer;
 import io.r2dbc.spi.Connection;
 import io.r2dbc.spi.ConnectionFactories;
@@ -12,17 +13,36 @@ import java.util.UUID;
 import reactor.core.publisher.Flux;
 import reactor.core.publisher.Mono;
 
-/** A pooled connection factory on the test server, and blocking helpers for test set-up and checks. */
-final class Postgres implements AutoCloseable {
+/**
+ * A pooled connection factory on a test server (PostgreSQL or MariaDB), and blocking helpers for test set-up and
+ * checks. Test SQL is written in the subset both databases understand; {@link #autoIncrementKey()} is the one
+ * difference the tests need.
+ */
+final class TestDatabase implements AutoCloseable {
 
     final ConnectionFactory connections;
+    final boolean mariaDb;
     private final io.r2dbc.pool.ConnectionPool pool;
 
-    Postgres(PostgresServer server) {
-        ConnectionFactory raw = ConnectionFactories.get(server.r2dbcUrl());
+    private TestDatabase(String r2dbcUrl, boolean mariaDb) {
+        ConnectionFactory raw = ConnectionFactories.get(r2dbcUrl);
         this.pool = new io.r2dbc.pool.ConnectionPool(io.r2dbc.pool.ConnectionPoolConfiguration.builder(raw)
                 .maxSize(16).build());
         this.connections = pool;
+        this.mariaDb = mariaDb;
+    }
+
+    static TestDatabase postgres(PostgresServer server) {
+        return new TestDatabase(server.r2dbcUrl(), false);
+    }
+
+    static TestDatabase mariaDb(MariaDbServer server) {
+        return new TestDatabase(server.r2dbcUrl(), true);
+    }
+
+    /** The column type of a key that numbers itself. */
+    String autoIncrementKey() {
+        return mariaDb ? "bigint AUTO_INCREMENT PRIMARY KEY" : "bigserial PRIMARY KEY";
     }
 
     static String uniqueName(String prefix) {

@@ -1,0 +1,107 @@
+package dev.fenced.r2dbc;
+
+import io.r2dbc.spi.Connection;
+import java.util.Locale;
+
+/**
+ * What fenced statements need to know of one database: how identifiers are quoted, how bind markers are
+ * written, whether a guarded upsert is one statement, the clock function, and the fence table's DDL. The
+ * dialect of a connection is read from its metadata (no I/O), so a spec works on any supported database.
+ * Stateless, so thread-safe.
+ */
+enum SqlDialect {
+
+    /** PostgreSQL: {@code "quoted"} identifiers, {@code $n} markers, {@code INSERT … ON CONFLICT … DO UPDATE … WHERE}. */
+    POSTGRESQL('"', "now()", "fence-table.sql", "text", true),
+
+    /**
+     * MariaDB and MySQL: {@code `quoted`} identifiers, {@code ?} markers. Their {@code ON DUPLICATE KEY UPDATE}
+     * cannot report whether a guarded update was refused (with the found-rows flag their drivers set, an unchanged
+     * row counts as one), so a guarded upsert is a guarded {@code UPDATE}, then an {@code INSERT} when no row
+     * exists, then the {@code UPDATE} again if another writer inserted the row in between.
+     */
+    MARIADB('`', "CURRENT_TIMESTAMP(6)", "fence-table-mariadb.sql", "varchar(512)", false);
+
+    private final char quote;
+    private final String now;
+    private final String fenceDdl;
+    private final String textKeyType;
+    private final boolean atomicUpsert;
+
+    SqlDialect(char quote, String now, String fenceDdl, String textKeyType, boolean atomicUpsert) {
+        this.quote = quote;
+        this.now = now;
+        this.fenceDdl = fenceDdl;
+        this.textKeyType = textKeyType;
+        this.atomicUpsert = atomicUpsert;
+    }
+
+    /**
+     * The dialect of a connection, from its {@code ConnectionMetadata} (a local read, no round trip).
+     *
+     * @param connection the connection
+     * @return the dialect
+     * @throws IllegalStateException for a database that fenced writes do not support
+     */
+    static SqlDialect of(Connection connection) {
+        String product = connection.getMetadata().getDatabaseProductName();
+        String lower = product.toLowerCase(Locale.ROOT);
+        if (lower.contains("postgres")) {
+            return POSTGRESQL;
+        }
+        if (lower.contains("mariadb") || lower.contains("mysql")) {
+            return MARIADB;
+        }
+        throw new IllegalStateException("Fenced writes support PostgreSQL and MariaDB/MySQL; this connection is to "
+                + product);
+    }
+
+    /**
+     * Quotes a checked identifier, quoting each part of a schema-qualified table.
+     *
+     * @param name a name checked by {@link Identifiers}
+     * @return the quoted identifier
+     */
+    String quote(String name) {
+        int dot = name.indexOf('.');
+        if (dot >= 0) {
+            return quote(name.substring(0, dot)) + "." + quote(name.substring(dot + 1));
+        }
+        return quote + name + quote;
+    }
+
+    /**
+     * The bind marker of a value.
+     *
+     * @param index the value's index among the statement's values, from 0
+     * @return {@code $n} (numbered from 1, so a value may be used several times) or {@code ?} (one per use)
+     */
+    String marker(int index) {
+        return this == POSTGRESQL ? "$" + (index + 1) : "?";
+    }
+
+    /** Whether a marker names its value, so that one bound value serves every use of it. */
+    boolean numberedMarkers() {
+        return this == POSTGRESQL;
+    }
+
+    /** Whether a guarded upsert is one statement that tells accepted from refused by its row count. */
+    boolean atomicUpsert() {
+        return atomicUpsert;
+    }
+
+    /** The SQL of the current time, for the fence table's {@code updated_at}. */
+    String now() {
+        return now;
+    }
+
+    /** The resource (next to {@link FenceTable}) holding the fence table's DDL. */
+    String fenceDdlResource() {
+        return fenceDdl;
+    }
+
+    /** The column type of text that is a key or compared, such as the fence table's {@code lock_id}. */
+    String textKeyType() {
+        return textKeyType;
+    }
+}

@@ -1,0 +1,410 @@
+package dev.fenced.r2dbc;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import dev.fenced.lock.FencedRowNotFoundException;
+import dev.fenced.lock.LeaseNotHeldException;
+import dev.fenced.lock.StaleFencingTokenException;
+import io.r2dbc.spi.Connection;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.Collections;
+import java.util.List;
+import java.util.concurrent.CopyOnWriteArrayList;
+import java.util.stream.Collectors;
+import java.util.stream.LongStream;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.BeforeEach;
+import org.junit.jupiter.api.Test;
+import org.springframework.r2dbc.connection.R2dbcTransactionManager;
+import org.springframework.r2dbc.core.DatabaseClient;
+import org.springframework.transaction.reactive.TransactionalOperator;
+import reactor.core.publisher.Flux;
+import reactor.core.publisher.Mono;
+import reactor.test.StepVerifier;
+
+/**
+ * The contract of token-guarded UPDATE, UPSERT and claim, run against every supported database
+ * ({@link FencedWriteIT} on PostgreSQL, {@link FencedWriteMariaDbIT} on MariaDB): the rule, stale against missing
+ * rows, the seed's token column alone, the claim step, and Spring transactions.
+ */
+abstract class FencedWriteContract {
+
+    private static final Duration BOUND = Duration.ofSeconds(30);
+
+    final TestDatabase db;
+    private String table;
+
+    FencedWriteContract(TestDatabase db) {
+        this.db = db;
+    }
+
+    /** A bind marker of the test's own SQL. */
+    String marker(int oneBased) {
+        return db.mariaDb ? "?" : "$" + oneBased;
+    }
+
+    /** An identifier as the library quotes it in messages. */
+    String quoted(String name) {
+        return db.mariaDb ? "`" + name + "`" : "\"" + name + "\"";
+    }
+
+    @BeforeEach
+    void setUp() {
+        table = TestDatabase.uniqueName("invoices");
+        db.execute("CREATE TABLE " + table + " (id bigint PRIMARY KEY, status text NOT NULL, amount bigint NOT NULL, "
+                + "fencing_token bigint, fencing_owner text)");
+        db.execute("INSERT INTO " + table + " (id, status, amount) VALUES (42, 'OPEN', 0)");
+    }
+
+    @AfterEach
+    void tearDown() {
+        db.execute("DROP TABLE IF EXISTS " + table);
+        db.close();
+    }
+
+    private FencedWrite invoice(long id, String status, long amount) {
+        return FencedWrite.into(table).key("id", id).set("status", status).set("amount", amount);
+    }
+
+    private List<Object> row(long id) {
+        List<List<Object>> rows = db.query("SELECT status, amount, fencing_token, fencing_owner FROM " + table + " WHERE id = " + id);
+        assertThat(rows).hasSize(1);
+        return rows.get(0);
+    }
+
+    @Test
+    void freshLeaseWritesTheValuesWithItsTokenAndOwner() {
+        TestLease lease = new TestLease("invoice:42", 7, "owner-a");
+        StepVerifier.create(invoice(42, "PAID", 100).update(db.connections, lease)).expectNext(1L).verifyComplete();
+        assertThat(row(42)).containsExactly("PAID", 100L, 7L, "owner-a");
+    }
+
+    @Test
+    void sameLeaseMayWriteTheRowTwiceByDefault() {
+        TestLease lease = new TestLease("invoice:42", 7, "owner-a");
+        StepVerifier.create(invoice(42, "PAID", 100).update(db.connections, lease)).expectNext(1L).verifyComplete();
+        StepVerifier.create(invoice(42, "SHIPPED", 100).update(db.connections, lease)).expectNext(1L).verifyComplete();
+        assertThat(row(42)).containsExactly("SHIPPED", 100L, 7L, "owner-a");
+    }
+
+    @Test
+    void strictRuleRejectsTheSecondWriteOfTheSameLeaseWithoutLosingIt() {
+        TestLease lease = new TestLease("invoice:42", 7, "owner-a");
+        FencedWrite strict = invoice(42, "PAID", 100).rule(FencingRule.STRICTLY_NEWER);
+        StepVerifier.create(strict.update(db.connections, lease)).expectNext(1L).verifyComplete();
+        StepVerifier.create(strict.update(db.connections, lease))
+                .verifyErrorSatisfies(e -> {
+                    assertThat(e).isInstanceOf(StaleFencingTokenException.class);
+                    StaleFencingTokenException stale = (StaleFencingTokenException) e;
+                    assertThat(stale.presentedToken()).isEqualTo(7);
+                    assertThat(stale.storedToken()).isEqualTo(7);
+                    assertThat(stale).hasMessageEndingWith("storage holds token 7 from this same lease (the strict rule "
+                            + "accepts one write per token)");
+                });
+        assertThat(lease.reportedNewerToken).as("no newer holder: the lease stays").hasValue(-1);
+        assertThat(lease.isHeld()).isTrue();
+    }
+
+    @Test
+    void sameTokenFromAnotherOwnerIsRejected() {
+        // A lock service that lost its data can re-issue token 7 to another owner.
+        TestLease first = new TestLease("invoice:42", 7, "owner-a");
+        TestLease reissued = new TestLease("invoice:42", 7, "owner-b");
+        StepVerifier.create(invoice(42, "PAID", 100).update(db.connections, first)).expectNext(1L).verifyComplete();
+        StepVerifier.create(invoice(42, "VOID", 0).update(db.connections, reissued))
+                .verifyErrorSatisfies(e -> assertThat(e).isInstanceOf(StaleFencingTokenException.class)
+                        .hasMessage("Write to " + table + " (id = 42) with fencing token 7 of lock 'invoice:42' was "
+                                + "rejected: storage holds token 7 from another owner"));
+        assertThat(row(42)).containsExactly("PAID", 100L, 7L, "owner-a");
+        assertThat(reissued.reportedNewerToken).hasValue(7);
+    }
+
+    @Test
+    void olderTokenIsRejectedWithBothTokensAndTheLeaseIsTold() {
+        StepVerifier.create(invoice(42, "PAID", 100).update(db.connections, new TestLease("invoice:42", 9, "b")))
+                .expectNext(1L).verifyComplete();
+        TestLease stale = new TestLease("invoice:42", 8, "a");
+        StepVerifier.create(invoice(42, "VOID", 0).update(db.connections, stale))
+                .verifyErrorSatisfies(e -> {
+                    StaleFencingTokenException rejected = (StaleFencingTokenException) e;
+                    assertThat(rejected.lockName()).isEqualTo("invoice:42");
+                    assertThat(rejected.presentedToken()).isEqualTo(8);
+                    assertThat(rejected.storedToken()).isEqualTo(9);
+                    assertThat(rejected.storedOwner()).isEqualTo("b");
+                });
+        assertThat(stale.reportedNewerToken).hasValue(9);
+        assertThat(row(42)).containsExactly("PAID", 100L, 9L, "b");
+    }
+
+    @Test
+    void missingRowIsNotReportedAsStale() {
+        StepVerifier.create(invoice(404, "PAID", 1).update(db.connections, new TestLease("invoice:404", 1, "a")))
+                .verifyErrorSatisfies(e -> assertThat(e).isInstanceOf(FencedRowNotFoundException.class)
+                        .hasMessage("No row to update in " + table + " (id = 404) (write under lock 'invoice:404')"));
+    }
+
+    @Test
+    void upsertInsertsAMissingRowThenGuardsIt() {
+        StepVerifier.create(invoice(7, "OPEN", 5).upsert(db.connections, new TestLease("invoice:7", 3, "a")))
+                .expectNext(1L).verifyComplete();
+        StepVerifier.create(invoice(7, "PAID", 5).upsert(db.connections, new TestLease("invoice:7", 4, "b")))
+                .expectNext(1L).verifyComplete();
+        StepVerifier.create(invoice(7, "VOID", 0).upsert(db.connections, new TestLease("invoice:7", 3, "a")))
+                .verifyErrorSatisfies(e -> assertThat(((StaleFencingTokenException) e).storedToken()).isEqualTo(4));
+        assertThat(row(7)).containsExactly("PAID", 5L, 4L, "b");
+    }
+
+    @Test
+    void leaseThatIsNotHeldIsRefusedBeforeAnySql() {
+        TestLease released = new TestLease("invoice:42", 7, "a");
+        released.release().block();
+        // The table does not exist: any SQL sent would fail differently.
+        StepVerifier.create(FencedWrite.into("no_such_table").key("id", 1).set("x", 1).update(db.connections, released))
+                .verifyErrorSatisfies(e -> assertThat(e).isInstanceOf(LeaseNotHeldException.class)
+                        .hasMessage("The lease on lock 'invoice:42' with fencing token 7 is not held (released, lost or past "
+                                + "its deadline); the write was not sent"));
+    }
+
+    @Test
+    void missingTokenColumnIsNamed() {
+        String plain = TestDatabase.uniqueName("plain");
+        db.execute("CREATE TABLE " + plain + " (id bigint PRIMARY KEY, status text)", "INSERT INTO " + plain + " VALUES (1, 'x')");
+        try {
+            StepVerifier.create(FencedWrite.into(plain).key("id", 1).set("status", "y").update(db.connections, new TestLease("p", 1, "a")))
+                    .verifyErrorSatisfies(e -> assertThat(e).isInstanceOf(IllegalStateException.class)
+                            .hasMessageContaining("token " + quoted("fencing_token") + " (bigint)")
+                            .hasMessageContaining("fencing_token"));
+        } finally {
+            db.execute("DROP TABLE " + plain);
+        }
+    }
+
+    @Test
+    void writeOutsideALeaseScopeSaysHowToProvideOne() {
+        StepVerifier.create(invoice(42, "PAID", 1).update(db.connections))
+                .verifyErrorMessage("A fenced write of " + table + " needs a lease, and the Reactor Context holds none: run it "
+                        + "inside FencedLockClient.withLease(...), or pass the lease");
+    }
+
+    @Test
+    void concurrentWritersWithInterleavedTokensLeaveTheNewestAcceptedWrite() {
+        String audit = TestDatabase.uniqueName("audit");
+        db.execute("CREATE TABLE " + audit + " (seq " + db.autoIncrementKey() + ", token bigint NOT NULL)");
+        try {
+            List<Long> tokens = LongStream.rangeClosed(1, 32).boxed().collect(Collectors.toCollection(ArrayList::new));
+            Collections.shuffle(tokens, new java.util.Random(7));
+            List<Throwable> rejections = new CopyOnWriteArrayList<>();
+            Flux<Long> writers = Flux.fromIterable(tokens).flatMap(token -> {
+                TestLease lease = new TestLease("invoice:42", token, "owner-" + token);
+                FencedWrite write = invoice(42, "BY-" + token, token);
+                // The fenced write and its audit row commit together, or not at all.
+                return Flux.usingWhen(db.connections.create(),
+                                c -> Flux.usingWhen(Mono.from(c.beginTransaction()).thenReturn(c),
+                                        tx -> write.update(tx, lease).then(insertAudit(tx, audit, token)).thenReturn(token),
+                                        Connection::commitTransaction,
+                                        (tx, e) -> tx.rollbackTransaction(),
+                                        Connection::rollbackTransaction),
+                                Connection::close)
+                        .onErrorResume(e -> {
+                            rejections.add(e);
+                            return Mono.empty();
+                        });
+            }, 32);
+            List<Long> accepted = writers.collectList().block(BOUND);
+
+            assertThat(rejections).allSatisfy(e -> assertThat(e).isInstanceOf(StaleFencingTokenException.class));
+            assertThat(accepted.size() + rejections.size()).isEqualTo(32);
+            List<Long> committed = db.query("SELECT token FROM " + audit + " ORDER BY seq").stream()
+                    .map(r -> (Long) r.get(0)).collect(Collectors.toList());
+            assertThat(committed).containsExactlyInAnyOrderElementsOf(accepted);
+            assertThat(committed).isSorted();
+            long newest = Collections.max(committed);
+            assertThat(newest).isEqualTo(32);
+            assertThat(row(42)).containsExactly("BY-32", 32L, 32L, "owner-32");
+        } finally {
+            db.execute("DROP TABLE IF EXISTS " + audit);
+        }
+    }
+
+    private Mono<Void> insertAudit(Connection c, String audit, long token) {
+        return Flux.from(c.createStatement("INSERT INTO " + audit + " (token) VALUES (" + marker(1) + ")").bind(0, token).execute())
+                .flatMap(io.r2dbc.spi.Result::getRowsUpdated)
+                .then();
+    }
+
+    @Test
+    void writesAreObservations() {
+        io.micrometer.observation.tck.TestObservationRegistry observations = io.micrometer.observation.tck.TestObservationRegistry.create();
+        StepVerifier.create(invoice(42, "PAID", 1).observe(observations).update(db.connections, new TestLease("invoice:42", 9, "b")))
+                .expectNext(1L).verifyComplete();
+        StepVerifier.create(invoice(42, "VOID", 0).observe(observations).update(db.connections, new TestLease("invoice:42", 8, "a")))
+                .verifyError(StaleFencingTokenException.class);
+        io.micrometer.observation.tck.TestObservationRegistryAssert.assertThat(observations)
+                .hasNumberOfObservationsWithNameEqualTo("fenced.write", 2)
+                .hasAnObservationWithAKeyValue("outcome", "written")
+                .hasAnObservationWithAKeyValue("outcome", "stale");
+    }
+
+    // The seed's schema, as it is: one token column, no owner column.
+
+    private String seedTable() {
+        String seed = TestDatabase.uniqueName("seed_invoices");
+        db.execute("CREATE TABLE " + seed + " (id bigint PRIMARY KEY, status text NOT NULL, total_amount bigint NOT NULL, "
+                + "last_fencing_token bigint NOT NULL DEFAULT 0)", "INSERT INTO " + seed + " (id, status, total_amount) VALUES (42, 'OPEN', 0)");
+        return seed;
+    }
+
+    /** The seed's UPDATE: SET status, total_amount, last_fencing_token WHERE id AND last_fencing_token < token. */
+    private static FencedWrite seedUpdate(String seed, long id, long amount) {
+        return FencedWrite.into(seed).key("id", id).set("status", "PROCESSED").set("total_amount", amount)
+                .fencingColumn("last_fencing_token");
+    }
+
+    @Test
+    void theSeedsOwnUpdateRunsOnItsTokenColumnAloneAndTellsStaleFromMissing() {
+        String seed = seedTable();
+        try {
+            StepVerifier.create(seedUpdate(seed, 42, 1200).update(db.connections, new TestLease("invoice:42", 5, "a")))
+                    .expectNext(1L).verifyComplete();
+            assertThat(db.query("SELECT status, total_amount, last_fencing_token FROM " + seed))
+                    .containsExactly(List.of("PROCESSED", 1200L, 5L));
+
+            TestLease stale = new TestLease("invoice:42", 4, "b");
+            StepVerifier.create(seedUpdate(seed, 42, 1).update(db.connections, stale))
+                    .verifyErrorSatisfies(e -> {
+                        assertThat(e).isInstanceOf(StaleFencingTokenException.class)
+                                .hasMessage("Write to " + seed + " (id = 42) with fencing token 4 of lock 'invoice:42' was "
+                                        + "rejected: storage holds token 5");
+                        assertThat(((StaleFencingTokenException) e).presentedToken()).isEqualTo(4);
+                        assertThat(((StaleFencingTokenException) e).storedToken()).isEqualTo(5);
+                    });
+            assertThat(stale.reportedNewerToken).hasValue(5);
+
+            StepVerifier.create(seedUpdate(seed, 404, 1).update(db.connections, new TestLease("invoice:404", 9, "a")))
+                    .verifyErrorMessage("No row to update in " + seed + " (id = 404) (write under lock 'invoice:404')");
+            assertThat(db.query("SELECT status, total_amount, last_fencing_token FROM " + seed))
+                    .containsExactly(List.of("PROCESSED", 1200L, 5L));
+        } finally {
+            db.execute("DROP TABLE IF EXISTS " + seed);
+        }
+    }
+
+    @Test
+    void onTheTokenColumnAloneASecondWriteOfTheSameTokenIsRejectedAndTheLeaseIsNotTold() {
+        String seed = seedTable();
+        try {
+            TestLease lease = new TestLease("invoice:42", 5, "a");
+            StepVerifier.create(seedUpdate(seed, 42, 1).update(db.connections, lease)).expectNext(1L).verifyComplete();
+            // A retry of the same write, or token 5 re-issued to another owner: a token alone cannot tell them apart.
+            StepVerifier.create(seedUpdate(seed, 42, 2).update(db.connections, new TestLease("invoice:42", 5, "b")))
+                    .verifyErrorSatisfies(e -> assertThat(e).isInstanceOf(StaleFencingTokenException.class)
+                            .hasMessageEndingWith("was rejected: storage holds token 5"));
+            StepVerifier.create(seedUpdate(seed, 42, 3).update(db.connections, lease))
+                    .verifyError(StaleFencingTokenException.class);
+            assertThat(lease.isHeld()).isTrue();
+            assertThat(db.query("SELECT total_amount FROM " + seed)).containsExactly(List.of(1L));
+        } finally {
+            db.execute("DROP TABLE IF EXISTS " + seed);
+        }
+    }
+
+    @Test
+    void upsertOnTheTokenColumnAloneInsertsThenGuards() {
+        String seed = seedTable();
+        try {
+            StepVerifier.create(seedUpdate(seed, 7, 10).upsert(db.connections, new TestLease("invoice:7", 3, "a")))
+                    .expectNext(1L).verifyComplete();
+            StepVerifier.create(seedUpdate(seed, 7, 20).upsert(db.connections, new TestLease("invoice:7", 4, "b")))
+                    .expectNext(1L).verifyComplete();
+            StepVerifier.create(seedUpdate(seed, 7, 30).upsert(db.connections, new TestLease("invoice:7", 4, "c")))
+                    .verifyErrorSatisfies(e -> assertThat(((StaleFencingTokenException) e).storedToken()).isEqualTo(4));
+            assertThat(db.query("SELECT total_amount, last_fencing_token FROM " + seed + " WHERE id = 7"))
+                    .containsExactly(List.of(20L, 4L));
+        } finally {
+            db.execute("DROP TABLE IF EXISTS " + seed);
+        }
+    }
+
+    // The claim step of a read-modify-write.
+
+    private Mono<Long> amountAfterClaim(TestLease lease) {
+        return FencedWrite.into(table).key("id", 42).claim(db.connections, lease, row -> row.get("amount", Long.class));
+    }
+
+    @Test
+    void aClaimBeforeTheReadKeepsAStaleHolderFromLosingTheNewerHoldersUpdate() {
+        TestLease a = new TestLease("invoice:42", 1, "a");
+        TestLease b = new TestLease("invoice:42", 2, "b");
+        // A claims and reads, then stalls; B (a newer lease) claims and reads.
+        long seenByA = amountAfterClaim(a).block(BOUND);
+        long seenByB = amountAfterClaim(b).block(BOUND);
+        assertThat(row(42)).containsExactly("OPEN", 0L, 2L, "b");
+
+        // A wakes before B writes: without the claims its write would be accepted (token 1 above none), and B's
+        // write, computed from what B read before it, would then lose A's increment.
+        StepVerifier.create(invoice(42, "BY-A", seenByA + 100).update(db.connections, a))
+                .verifyErrorSatisfies(e -> assertThat(((StaleFencingTokenException) e).storedToken()).isEqualTo(2));
+        StepVerifier.create(invoice(42, "BY-B", seenByB + 100).update(db.connections, b)).expectNext(1L).verifyComplete();
+        assertThat(row(42)).containsExactly("BY-B", 100L, 2L, "b");
+    }
+
+    @Test
+    void aRefusedClaimReadsNothingAndAClaimOfAMissingRowSaysSo() {
+        StepVerifier.create(amountAfterClaim(new TestLease("invoice:42", 9, "b"))).expectNext(0L).verifyComplete();
+        StepVerifier.create(amountAfterClaim(new TestLease("invoice:42", 8, "a")))
+                .verifyErrorSatisfies(e -> assertThat(((StaleFencingTokenException) e).storedToken()).isEqualTo(9));
+        StepVerifier.create(FencedWrite.into(table).key("id", 404).claim(db.connections, new TestLease("invoice:404", 1, "a"),
+                        row -> row.get("amount", Long.class)))
+                .verifyError(FencedRowNotFoundException.class);
+    }
+
+    // Inside the user's Spring transaction.
+
+    private TransactionalOperator transactions() {
+        return TransactionalOperator.create(new R2dbcTransactionManager(db.connections));
+    }
+
+    @Test
+    void aFencedWriteInATransactionThatRollsBackLeavesTheRowUntouched() {
+        Mono<Long> work = invoice(42, "PAID", 100).update(db.connections, new TestLease("invoice:42", 7, "a"))
+                .then(Mono.error(new IllegalStateException("the work failed after the write")));
+        StepVerifier.create(work.as(transactions()::transactional)).verifyErrorMessage("the work failed after the write");
+        assertThat(row(42)).isEqualTo(java.util.Arrays.asList("OPEN", 0L, null, null));
+    }
+
+    @Test
+    void aStaleWriteInsideATransactionRollsTheWholeTransactionBack() {
+        String audit = TestDatabase.uniqueName("audit");
+        db.execute("CREATE TABLE " + audit + " (seq " + db.autoIncrementKey() + ", token bigint NOT NULL)");
+        try {
+            StepVerifier.create(invoice(42, "PAID", 100).update(db.connections, new TestLease("invoice:42", 9, "b")))
+                    .expectNext(1L).verifyComplete();
+            DatabaseClient client = DatabaseClient.create(db.connections);
+            Mono<Long> work = client.sql("INSERT INTO " + audit + " (token) VALUES (8)").fetch().rowsUpdated()
+                    .then(invoice(42, "VOID", 0).update(db.connections, new TestLease("invoice:42", 8, "a")));
+            StepVerifier.create(work.as(transactions()::transactional)).verifyError(StaleFencingTokenException.class);
+            assertThat(db.query("SELECT count(*) FROM " + audit)).containsExactly(List.of(0L));
+            assertThat(row(42)).containsExactly("PAID", 100L, 9L, "b");
+        } finally {
+            db.execute("DROP TABLE IF EXISTS " + audit);
+        }
+    }
+
+    @Test
+    void aClaimAndWriteInOneTransactionCommitTogether() {
+        TestLease lease = new TestLease("invoice:42", 3, "a");
+        Mono<Long> readModifyWrite = amountAfterClaim(lease)
+                .flatMap(amount -> invoice(42, "PAID", amount + 50).update(db.connections, lease));
+        StepVerifier.create(readModifyWrite.as(transactions()::transactional)).expectNext(1L).verifyComplete();
+        assertThat(row(42)).containsExactly("PAID", 50L, 3L, "a");
+    }
+
+    @Test
+    void outsideATransactionEachWriteCommitsOnItsOwn() {
+        Mono<Long> work = invoice(42, "PAID", 100).update(db.connections, new TestLease("invoice:42", 7, "a"))
+                .then(Mono.error(new IllegalStateException("the work failed after the write")));
+        StepVerifier.create(work).verifyErrorMessage("the work failed after the write");
+        assertThat(row(42)).containsExactly("PAID", 100L, 7L, "a");
+    }
+}
