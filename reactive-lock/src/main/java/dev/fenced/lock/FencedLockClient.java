@@ -37,16 +37,18 @@ public interface FencedLockClient extends AutoCloseable {
     }
 
     /**
-     * Makes Reactor release a lease that a subscriber drops, for applications that subscribe to an acquire
-     * with a lambda ({@code acquire(name).subscribe(lease -> ...)}) and may dispose that subscription.
+     * Makes Reactor release a lease that a subscriber drops. Every client installs this when it is created,
+     * so calling it is needed only to install it earlier.
      *
-     * <p>A lambda subscriber disposed in the very moment its lease arrives drops the lease: Reactor hands it
-     * to {@code Hooks.onNextDropped}, which by default only logs it, and the lease stays held and renewed
-     * until the client closes. Within its own operators the client releases such leases itself; a subscriber
-     * outside it is reached only through the global hook, which this installs (once per JVM; Reactor's hook is
-     * cumulative, so other handlers keep running; values other than leases are ignored, and Reactor's default
-     * debug log of dropped values stops). {@link #withLease(String, Function)} and subscribers that keep what
-     * they receive ({@code BaseSubscriber}, {@code StepVerifier}, {@code block()}) need none of this.
+     * <p>A subscriber that is gone in the very moment its lease arrives can drop the lease: a lambda subscriber
+     * ({@code acquire(name).subscribe(lease -> ...)}) disposed then, or {@code acquire(name).timeout(d)} racing
+     * the reply (Reactor's timeout operator drops the late value). Reactor hands such a value to
+     * {@code Hooks.onNextDropped}; the hook installed here releases it if it is a lease (once per JVM;
+     * Reactor's hook is cumulative, so other handlers keep running; values other than leases are ignored, and
+     * Reactor's default debug log of dropped values stops). A value that Reactor discards without any hook
+     * (the loser of {@code Mono.firstWithSignal}) is bounded only by
+     * {@link FencedLockClientBuilder#maxHold(Duration)}. Bound a wait with
+     * {@link AcquireOptions#withMaxWait(Duration)}, not with {@code timeout()}.
      */
     static void releaseLeasesDroppedBySubscribers() {
         DroppedLeases.installGlobalHook();

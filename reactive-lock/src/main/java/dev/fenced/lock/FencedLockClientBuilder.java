@@ -36,6 +36,7 @@ public final class FencedLockClientBuilder {
     private TokenScheme tokenScheme = TokenScheme.SERVER_TIME;
     private int maxWaitersPerLock = Integer.MAX_VALUE;
     private @Nullable Scheduler emissionScheduler;
+    private @Nullable Duration maxHold;
 
     FencedLockClientBuilder() {
     }
@@ -275,6 +276,21 @@ public final class FencedLockClientBuilder {
     }
 
     /**
+     * How long a lease is renewed at most, counted from its grant. A lease still held then is no longer renewed
+     * and is lost ({@link LossReason#EXPIRED}) at its deadline, with a warning in the log. This bounds the one
+     * leak the client cannot see: a lease that reached no subscriber and no hook (for example the losing value
+     * of {@code Mono.firstWithSignal}, which Reactor discards without a trace) would otherwise be renewed until
+     * the client closes. Choose it above the longest work a lease protects. Default: no bound.
+     *
+     * @param maxHold positive, at most one day, longer than the lease time (checked by {@link #build()})
+     * @return this builder
+     */
+    public FencedLockClientBuilder maxHold(Duration maxHold) {
+        this.maxHold = Durations.requirePositive(maxHold, "maxHold", AcquireOptions.MAX_LEASE_TIME);
+        return this;
+    }
+
+    /**
      * How many acquires of this client may wait for one lock at once. An acquire that would wait beyond that
      * fails at once with {@link LockWaitQueueFullException}, so a burst of work on one hot lock cannot pile up
      * without bound. Default: no limit. (Waiting costs little: only the oldest waiter of a lock makes attempts
@@ -309,7 +325,8 @@ public final class FencedLockClientBuilder {
                 .withObserver(observer)
                 .withTokenScheme(tokenScheme)
                 .withMaxWaitersPerLock(maxWaitersPerLock)
-                .withEmissionScheduler(emissionScheduler);
+                .withEmissionScheduler(emissionScheduler)
+                .withMaxHold(maxHold);
         if (replicaAcks.timeout().compareTo(settings.commandTimeout()) >= 0) {
             if (settings.ownsScheduler()) {
                 settings.scheduler().dispose();

@@ -21,6 +21,7 @@ import reactor.core.scheduler.Schedulers;
  * @param observer receives metrics and tracing events
  * @param tokenScheme how the store mints tokens
  * @param maxWaitersPerLock how many acquires may wait for one lock at once
+ * @param maxHold how long a lease is renewed at most after its grant, or {@code null} for as long as it is held
  * @param emissionScheduler where leases and loss signals are delivered, or {@code null} for the default: leases
  *     on the thread that received the grant, losses on Reactor's parallel scheduler (or on a virtual-time
  *     scheduler, the client's)
@@ -36,6 +37,7 @@ public record ClientSettings(
         LockObserver observer,
         TokenScheme tokenScheme,
         int maxWaitersPerLock,
+        @Nullable Duration maxHold,
         @Nullable Scheduler emissionScheduler) {
 
     /** The default key prefix. */
@@ -63,6 +65,9 @@ public record ClientSettings(
         }
         if (commandTimeout.compareTo(leaseTime) >= 0) {
             throw new IllegalStateException("commandTimeout (" + commandTimeout + ") must be shorter than leaseTime (" + leaseTime + ")");
+        }
+        if (maxHold != null && maxHold.compareTo(leaseTime) <= 0) {
+            throw new IllegalStateException("maxHold (" + maxHold + ") must be longer than leaseTime (" + leaseTime + ")");
         }
         String problem = renewalProblem(leaseTime.toNanos(), renewalPeriod.toNanos(), commandTimeout);
         if (!problem.isEmpty()) {
@@ -127,7 +132,7 @@ public record ClientSettings(
         Scheduler s = scheduler != null ? scheduler : Schedulers.newSingle("fenced-renewal", true);
         try {
             return new ClientSettings(keyPrefix, leaseTime, renewal, maxWait, timeout, s, owns, LockObserver.NONE,
-                    TokenScheme.SERVER_TIME, Integer.MAX_VALUE, null);
+                    TokenScheme.SERVER_TIME, Integer.MAX_VALUE, null, null);
         } catch (RuntimeException e) {
             if (owns) {
                 s.dispose();
@@ -144,7 +149,7 @@ public record ClientSettings(
      */
     public ClientSettings withObserver(LockObserver newObserver) {
         return new ClientSettings(keyPrefix, leaseTime, renewalPeriod, maxWait, commandTimeout, scheduler, ownsScheduler,
-                newObserver, tokenScheme, maxWaitersPerLock, emissionScheduler);
+                newObserver, tokenScheme, maxWaitersPerLock, maxHold, emissionScheduler);
     }
 
     /**
@@ -155,7 +160,7 @@ public record ClientSettings(
      */
     public ClientSettings withTokenScheme(TokenScheme scheme) {
         return new ClientSettings(keyPrefix, leaseTime, renewalPeriod, maxWait, commandTimeout, scheduler, ownsScheduler,
-                observer, scheme, maxWaitersPerLock, emissionScheduler);
+                observer, scheme, maxWaitersPerLock, maxHold, emissionScheduler);
     }
 
     /**
@@ -166,7 +171,7 @@ public record ClientSettings(
      */
     public ClientSettings withMaxWaitersPerLock(int max) {
         return new ClientSettings(keyPrefix, leaseTime, renewalPeriod, maxWait, commandTimeout, scheduler, ownsScheduler,
-                observer, tokenScheme, max, emissionScheduler);
+                observer, tokenScheme, max, maxHold, emissionScheduler);
     }
 
     /**
@@ -177,7 +182,18 @@ public record ClientSettings(
      */
     public ClientSettings withEmissionScheduler(@Nullable Scheduler scheduler) {
         return new ClientSettings(keyPrefix, leaseTime, renewalPeriod, maxWait, commandTimeout, this.scheduler, ownsScheduler,
-                observer, tokenScheme, maxWaitersPerLock, scheduler);
+                observer, tokenScheme, maxWaitersPerLock, maxHold, scheduler);
+    }
+
+    /**
+     * The same settings with a bound on how long a lease is renewed.
+     *
+     * @param hold how long a lease is renewed at most after its grant, or {@code null} for no bound
+     * @return new settings
+     */
+    public ClientSettings withMaxHold(@Nullable Duration hold) {
+        return new ClientSettings(keyPrefix, leaseTime, renewalPeriod, maxWait, commandTimeout, scheduler, ownsScheduler,
+                observer, tokenScheme, maxWaitersPerLock, hold, emissionScheduler);
     }
 
     /**

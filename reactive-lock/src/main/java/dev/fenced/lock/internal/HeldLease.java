@@ -47,6 +47,8 @@ final class HeldLease implements FencedLease {
     boolean retrying;
     long renewAt;
     long dueAt;
+    long holdUntil;
+    boolean bounded;
     int heapSlot = -1;
 
     HeldLease(LeaseRuntime runtime, Renewer renewer, LeaseRegistry registry, String name, String owner, long token,

@@ -68,6 +68,11 @@ public final class LeasingLockClient implements FencedLockClient {
         long renewEvery = runtime.settings().renewEveryNanos(leaseNanos);
         HeldLease lease = new HeldLease(runtime, renewer, registry, name, owner, token, leaseNanos, renewEvery,
                 sentAt + leaseNanos - ClientSettings.driftNanos(leaseNanos), sentAt + renewEvery);
+        Duration maxHold = runtime.settings().maxHold();
+        if (maxHold != null) {
+            lease.bounded = true;
+            lease.holdUntil = sentAt + maxHold.toNanos();
+        }
         registry.add(lease);
         renewer.track(lease);
         return lease;
@@ -88,6 +93,9 @@ public final class LeasingLockClient implements FencedLockClient {
      * @return the client
      */
     public static LeasingLockClient create(LeaseStore store, ClientSettings settings) {
+        // A lease dropped below the client (a lambda subscriber disposed as it arrives, timeout() racing the
+        // reply) reaches only Reactor's global hook: release it there rather than renew it for ever.
+        DroppedLeases.installGlobalHook();
         return new LeasingLockClient(Objects.requireNonNull(store, "store"), Objects.requireNonNull(settings, "settings"));
     }
 

@@ -171,6 +171,12 @@ final class Renewer {
                 heap.remove(lease);
             } else if (lease.renewing || lease.isFrozen()) {
                 heap.update(lease, dueAt(lease)); // a lease frozen since it was queued is now due at its deadline
+            } else if (lease.bounded && now - lease.holdUntil >= 0) {
+                // Held past the client's maximum hold: probably dropped by its subscriber. Stop renewing; it expires.
+                log.warn("Lease on lock '{}' (token {}) was held for the maximum hold and is not renewed any more; it "
+                        + "expires at its deadline. Was it released?", lease.name(), lease.token());
+                lease.freeze();
+                heap.update(lease, dueAt(lease));
             } else {
                 long window = lease.retrying ? 0 : lease.renewEveryNanos() / 4;
                 if (now - (lease.renewAt - window) >= 0) {

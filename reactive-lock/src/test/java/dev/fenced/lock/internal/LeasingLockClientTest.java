@@ -796,4 +796,37 @@ class LeasingLockClientTest {
         assertThat(first).isNotDone();
         assertThat(second).isNotDone();
     }
+
+    @Test
+    void aLeaseThatReactorDropsIsReleasedWithoutTheApplicationInstallingAnything() {
+        // What timeout() does with a reply that races it, and a disposed lambda subscriber with its value.
+        FencedLease lease = acquire(LOCK);
+        Operators.onNextDropped(lease, reactor.util.context.Context.empty());
+        assertThat(memory.holder(LOCK)).as("released, not renewed until close").isEmpty();
+        assertThat(lease.isHeld()).isFalse();
+    }
+
+    @Test
+    void aLeaseNobodyReleasesIsRenewedOnlyForTheMaximumHold() {
+        LeasingLockClient bounded = LeasingLockClient.create(store, ClientSettings.of("test:", Duration.ofSeconds(3), null,
+                Duration.ofSeconds(10), null, clock).withMaxHold(Duration.ofSeconds(10)));
+        FencedLease forgotten = bounded.acquire(LOCK).block(Duration.ofSeconds(1)); // say, the loser of firstWithSignal
+        assertThat(forgotten).isNotNull();
+        elapse(9_000);
+        assertThat(forgotten.isHeld()).as("renewed while within the maximum hold").isTrue();
+        elapse(4_000); // the renewal due at 10 s is not sent; the lease runs out at its deadline
+        assertThat(lossOf(forgotten).reason()).isEqualTo(LossReason.EXPIRED);
+        int renewals = store.renewBatches.size();
+        elapse(30_000);
+        assertThat(store.renewBatches).as("no renewal after the maximum hold").hasSize(renewals);
+        assertThat(memory.holder(LOCK)).as("its key expired in the store").isEmpty();
+    }
+
+    @Test
+    void aMaximumHoldNoLongerThanTheLeaseIsRefused() {
+        assertThatThrownBy(() -> ClientSettings.of("test:", Duration.ofSeconds(3), null, Duration.ofSeconds(10), null, clock)
+                .withMaxHold(Duration.ofSeconds(3)))
+                .isInstanceOf(IllegalStateException.class)
+                .hasMessage("maxHold (PT3S) must be longer than leaseTime (PT3S)");
+    }
 }
