@@ -136,9 +136,10 @@ final class InvoiceEndpointsIT extends DemoTestSupport {
         freshInvoices(100_040, 100_040);
         RedisClient redis = RedisClient.create(RedisServerExtension.server().uri());
         try (StatefulRedisConnection<String, String> connection = redis.connect()) {
-            // A lease of 5 s is renewed every 5/3 s; the work takes longer than one renewal period.
+            // A lease of 9 s is renewed every 3 s (a shorter one could not fit a renewal and the 5 s command
+            // timeout); the work takes longer than one renewal period.
             CompletableFuture<WebClientResponseException> answer = webClient().post()
-                    .uri("/invoices/100040/process?leaseMs=5000&workMs=20000")
+                    .uri("/invoices/100040/process?leaseMs=9000&workMs=20000")
                     .retrieve().bodyToMono(String.class)
                     .then(reactor.core.publisher.Mono.<WebClientResponseException>error(
                             new AssertionError("the request succeeded")))

@@ -72,7 +72,15 @@ final class AcquireAttempt {
                             sink.error(LockClientClosedException.of(name));
                             return;
                         }
-                        sink.success(new Result(grants.grant(name, owner, reply.token(), leaseNanos, sentAt), 0));
+                        HeldLease lease = grants.grant(name, owner, reply.token(), leaseNanos, sentAt);
+                        if (closed.getAsBoolean()) {
+                            // Close began while the lease was being registered: it may have missed it. Never
+                            // emit a lease to a closing client; end it (the close may have ended it already).
+                            lease.closeAndRelease().subscribe();
+                            sink.error(LockClientClosedException.of(name));
+                            return;
+                        }
+                        sink.success(new Result(lease, 0));
                     },
                     error -> {
                         // The script may have run before the failure (a timeout, a reset): undo by owner.

@@ -104,14 +104,13 @@ final class AcquireWaiter {
             return;
         }
         boolean behindOthers = waiters.hasWaiters(name);
-        if (behindOthers && waiters.waiting(name) >= maxWaiters) {
-            end(null, LockWaitQueueFullException.of(name, maxWaiters));
-            return;
-        }
         synchronized (this) {
+            if (state == State.DONE) {
+                return; // cancelled on another thread since onCancel was registered
+            }
             if (behindOthers || maxWait.compareTo(runtime.commandTimeout()) <= 0) {
                 // Either no attempt bounds the wait, or the command timeout cannot: time it from now.
-                deadline = runtime.scheduler().schedule(this::onDeadline, maxWait.toNanos(), TimeUnit.NANOSECONDS);
+                deadline = deadlineTimer(maxWait.toNanos());
             }
             state = behindOthers ? State.JOINING : State.FIRST_ATTEMPT;
         }
@@ -126,9 +125,15 @@ final class AcquireWaiter {
     /** After the first busy reply: join the lock's wait queue, which confirms listening with onListening. */
     private void join() {
         WaitQueue joined;
+        WaitQueue.Joined outcome;
         do {
             joined = waiters.queue(name);
-        } while (!joined.join(this));
+            outcome = joined.join(this, maxWaiters);
+        } while (outcome == WaitQueue.Joined.REMOVED);
+        if (outcome == WaitQueue.Joined.FULL) {
+            end(null, LockWaitQueueFullException.of(name, maxWaiters));
+            return;
+        }
         boolean leaveNow;
         synchronized (this) {
             leaveNow = state == State.DONE;
@@ -280,7 +285,7 @@ final class AcquireWaiter {
                         join = true;
                         if (deadline == null) {
                             long left = maxWait.toNanos() - (runtime.now() - startedAt);
-                            deadline = runtime.scheduler().schedule(this::onDeadline, Math.max(0, left), TimeUnit.NANOSECONDS);
+                            deadline = deadlineTimer(Math.max(0, left));
                         }
                     }
                     case ATTEMPTING_NOTIFIED -> {
@@ -298,6 +303,15 @@ final class AcquireWaiter {
         } else if (again) {
             attempt();
         }
+    }
+
+    /**
+     * The timer of the maximum wait. It fires on the loss scheduler, not the renewal scheduler: the
+     * {@link LockAcquireTimeoutException} it emits runs the application's error handling.
+     */
+    // Guarded by this.
+    private Disposable deadlineTimer(long delayNanos) {
+        return runtime.settings().lossScheduler().schedule(this::onDeadline, delayNanos, TimeUnit.NANOSECONDS);
     }
 
     private void onDeadline() {

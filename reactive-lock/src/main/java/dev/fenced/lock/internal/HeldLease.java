@@ -153,8 +153,9 @@ final class HeldLease implements FencedLease {
             return Mono.just(ReleaseOutcome.RELEASED);
         }
         LeaseLostException cause = loss;
-        if (cause != null && cause.reason() == LossReason.EXPIRED) {
-            // Lost by our clock only: the key may still be ours in Redis; free it for the next holder.
+        if (cause != null && (cause.reason() == LossReason.EXPIRED || cause.reason() == LossReason.SERVER_CHANGED)) {
+            // Lost by our clock, or by a change of server that may have kept the key (a failover to a replica that
+            // has it): the key may still be ours; free it for the next holder (owner- and token-checked).
             return releaseInStore()
                     .onErrorResume(e -> Mono.just(false))
                     .thenReturn(ReleaseOutcome.NOT_HELD);
@@ -259,6 +260,17 @@ final class HeldLease implements FencedLease {
             return Mono.empty();
         }
         return releaseInStore().onErrorResume(e -> Mono.just(false)).then();
+    }
+
+    /**
+     * Loses the lease because its server changed, and frees its key in case the new server kept it (a
+     * failover to a replica that had it), so the next holder need not wait out the lease.
+     */
+    void loseToServerChange() {
+        if (markLost(LossReason.SERVER_CHANGED)) {
+            releaseInStore().subscribe(null, e -> log.debug("Could not free lock '{}' after a change of server: {}", name,
+                    e.toString()));
+        }
     }
 
     /**

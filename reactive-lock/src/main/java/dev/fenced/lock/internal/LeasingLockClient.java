@@ -56,11 +56,11 @@ public final class LeasingLockClient implements FencedLockClient {
         this.runtime = LeaseRuntime.of(settings, store);
         this.renewer = new Renewer(runtime);
         this.waiters = new Waiters(store);
-        this.undos = new Undos(runtime);
+        this.undos = new Undos(runtime, closed::get);
         this.attempts = new AcquireAttempt(runtime, undos, this::grant, closed::get);
         this.closeResult = Mono.defer(this::doClose).cache();
         settings.observer().heldLeases(renewer::count);
-        this.serverChanges = store.serverChanges().subscribe(change -> loseAll(LossReason.SERVER_CHANGED));
+        this.serverChanges = store.serverChanges().subscribe(change -> loseAll());
     }
 
     /** A grant becomes a held lease, renewed from now on. */
@@ -79,9 +79,9 @@ public final class LeasingLockClient implements FencedLockClient {
     }
 
     /** Every held lease is lost at once: the server that held them changed. */
-    private void loseAll(LossReason reason) {
+    private void loseAll() {
         for (HeldLease lease : registry.snapshot()) {
-            lease.markLost(reason);
+            lease.loseToServerChange();
         }
     }
 

@@ -36,10 +36,16 @@ final class Undos {
     private static final Duration MAX_BACKOFF = Duration.ofSeconds(1);
 
     private final LeaseRuntime runtime;
+    private final java.util.function.BooleanSupplier closed;
     private final Map<String, List<Pending>> pending = new HashMap<>();
 
-    Undos(LeaseRuntime runtime) {
+    /**
+     * @param runtime what the lifecycle shares
+     * @param closed whether the client is closed: then failed undos are not retried (the connections are gone)
+     */
+    Undos(LeaseRuntime runtime, java.util.function.BooleanSupplier closed) {
         this.runtime = runtime;
+        this.closed = closed;
     }
 
     /**
@@ -93,7 +99,8 @@ final class Undos {
                             .doOnNext(deleted -> log.debug("Undid abandoned acquire of lock '{}' by {}: {}", name, p.owner,
                                     deleted ? "released" : "nothing held"))
                             .then(Mono.<Pending>empty())
-                            .onErrorResume(e -> e instanceof LockServiceException ? Mono.just(p) : Mono.empty()))
+                            .onErrorResume(e -> e instanceof LockServiceException && !closed.getAsBoolean()
+                                    ? Mono.just(p) : Mono.empty()))
                     .collectList()
                     .flatMap(failed -> {
                         if (!failed.isEmpty()) {

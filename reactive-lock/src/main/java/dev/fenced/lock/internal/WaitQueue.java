@@ -40,15 +40,21 @@ final class WaitQueue {
      * Adds a waiter at the end of the line. Once listening is confirmed (at once if it already is), the waiter
      * is told {@link AcquireWaiter#onListening(boolean)}, with whether it is the head.
      *
-     * @return false if this queue was removed meanwhile; join a fresh one
+     * @param waiter the waiter
+     * @param maxWaiters how many waiters the queue may hold
+     * @return {@link Joined#REMOVED} if this queue was removed meanwhile (join a fresh one), {@link Joined#FULL}
+     *     if it holds {@code maxWaiters} already
      */
-    boolean join(AcquireWaiter waiter) {
+    Joined join(AcquireWaiter waiter, int maxWaiters) {
         boolean readyNow;
         boolean head;
         boolean subscribeNow;
         synchronized (this) {
             if (removed) {
-                return false;
+                return Joined.REMOVED;
+            }
+            if (waiters.size() >= maxWaiters) {
+                return Joined.FULL;
             }
             head = waiters.isEmpty();
             waiters.add(waiter);
@@ -72,7 +78,17 @@ final class WaitQueue {
         if (readyNow) {
             waiter.onListening(head);
         }
-        return true;
+        return Joined.JOINED;
+    }
+
+    /** What {@link #join} did. */
+    enum Joined {
+        /** The waiter is in line. */
+        JOINED,
+        /** The queue was removed as its last waiter left: join a fresh one. */
+        REMOVED,
+        /** The queue holds as many waiters as allowed. */
+        FULL
     }
 
     synchronized boolean hasWaiters() {

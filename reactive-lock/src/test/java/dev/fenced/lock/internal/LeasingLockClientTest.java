@@ -829,4 +829,19 @@ class LeasingLockClientTest {
                 .isInstanceOf(IllegalStateException.class)
                 .hasMessage("maxHold (PT3S) must be longer than leaseTime (PT3S)");
     }
+
+    @Test
+    void theBoundOnWaitingAcquiresHoldsWhenTheHolderIsAnotherProcess() {
+        // No local waiter yet: every acquire makes its first attempt, finds the lock held, and joins the queue.
+        memory.acquire(LOCK, "another-process", 60_000, 0).block();
+        LeasingLockClient bounded = LeasingLockClient.create(store, ClientSettings.of("test:", Duration.ofSeconds(3), null,
+                Duration.ofSeconds(10), null, clock).withMaxWaitersPerLock(2));
+        List<CompletableFuture<FencedLease>> acquires = new ArrayList<>();
+        for (int i = 0; i < 5; i++) {
+            acquires.add(bounded.acquire(LOCK).toFuture());
+        }
+        assertThat(acquires.subList(0, 2)).noneMatch(CompletableFuture::isDone);
+        assertThat(acquires.subList(2, 5)).allSatisfy(f -> assertThatThrownBy(f::join)
+                .hasCauseInstanceOf(dev.fenced.lock.LockWaitQueueFullException.class));
+    }
 }

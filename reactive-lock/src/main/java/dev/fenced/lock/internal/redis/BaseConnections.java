@@ -148,8 +148,17 @@ abstract class BaseConnections<C extends StatefulConnection<String, String>, P e
         RedisClusterReactiveCommands<String, String> r = reactive(connection);
         return read(r)
                 .doOnNext(info -> {
+                    ServerInfo earlier = server;
                     server = info;
                     ServerChecks.warnIfUnsafe(r, info, keyPrefix);
+                    // A connection that replaced a closed one (a shared client without auto-reconnect) is a
+                    // reconnect too.
+                    String change = cluster() || info == ServerInfo.UNKNOWN ? "" : info.identityChangeFrom(earlier);
+                    if (!change.isEmpty()) {
+                        log.warn("The Redis server for locks changed ({}): it may have lost every lock, so every lease "
+                                + "held there is reported lost", change);
+                        listener.serverChanged(change);
+                    }
                 })
                 .thenReturn(connection)
                 .toFuture();

@@ -15,7 +15,7 @@ if current then
   return {0, redis.call('PTTL', KEYS[1])}
 end
 -- A floor is a token storage has seen that this counter may no longer know of (data loss): move past it.
-local token = math.max(tonumber(redis.call('GET', KEYS[2]) or '0'), tonumber(ARGV[3])) + 1
+local token = math.max(tonumber(redis.call('GET', KEYS[2]) or '0') or 0, tonumber(ARGV[3])) + 1
 if ARGV[4] == '1' then
   -- After the counter is lost, time still moves on: the next token stays above every earlier one.
   -- Writes after TIME replicate as effects (the default from Redis 5; a no-op call on Redis 7).

@@ -1,0 +1,86 @@
+package dev.fenced.lock.internal.redis;
+
+import dev.fenced.lock.LockServiceException;
+import io.lettuce.core.RedisNoScriptException;
+import io.lettuce.core.ScriptOutputType;
+import io.lettuce.core.cluster.api.reactive.RedisClusterReactiveCommands;
+import java.time.Duration;
+import java.util.List;
+import java.util.function.Function;
+import reactor.core.publisher.Mono;
+import reactor.core.scheduler.Scheduler;
+
+/**
+ * Running one command: the one path of every lock command of a {@link RedisLeaseStore}. While connected, the
+ * command goes straight out on the open connection; otherwise the connection is opened within the connect
+ * timeout, and a connection that is down refuses the command rather than buffering it. Every command times
+ * out after its timeout, scripts fall back from {@code EVALSHA} to {@code EVAL} after {@code NOSCRIPT}, and
+ * failures are classified in one place ({@link RedisErrors}). Thread-safe.
+ */
+final class RedisCommands {
+
+    private final RedisConnections connections;
+    private final Duration commandTimeout;
+    private final Duration connectTimeout;
+    private final Scheduler scheduler;
+
+    RedisCommands(RedisConnections connections, Duration commandTimeout, Scheduler scheduler) {
+        this.connections = connections;
+        this.commandTimeout = commandTimeout;
+        this.connectTimeout = BaseConnections.connectTimeout(commandTimeout);
+        this.scheduler = scheduler;
+    }
+
+    Duration commandTimeout() {
+        return commandTimeout;
+    }
+
+    Duration connectTimeout() {
+        return connectTimeout;
+    }
+
+    /** A script whose MULTI reply is a list of integers. */
+    Mono<List<Long>> evalList(LuaScript script, String[] scriptKeys, String[] args, String name, String operation) {
+        // A MULTI reply arrives as one element: the whole array.
+        return command(name, operation, r -> RedisCommands.<List<Long>>eval(r, script, ScriptOutputType.MULTI, scriptKeys, args))
+                .defaultIfEmpty(List.of());
+    }
+
+    /** {@code EVALSHA}, falling back to {@code EVAL} when the server lost its script cache. */
+    static <T> Mono<T> eval(RedisClusterReactiveCommands<String, String> r, LuaScript script, ScriptOutputType type,
+            String[] scriptKeys, String[] args) {
+        return r.<T>evalsha(script.sha1(), type, scriptKeys, args)
+                .onErrorResume(RedisNoScriptException.class, e -> r.eval(script.source(), type, scriptKeys, args))
+                .next();
+    }
+
+    /** A command on the command connection. */
+    <T> Mono<T> command(String name, String operation, Function<RedisClusterReactiveCommands<String, String>, Mono<T>> body) {
+        return Mono.defer(() -> {
+            RedisClusterReactiveCommands<String, String> open = connections.openCommands();
+            if (open == null) {
+                return run(name, operation, connections.commands(), body, commandTimeout);
+            }
+            // Connected (the usual case): no connect timer; and on a Lettuce client of our own, whose options
+            // time every command out, no second timer either. Both would be scheduled for every command.
+            Mono<T> sent = body.apply(open);
+            return (connections.ownsClient() ? sent : sent.timeout(commandTimeout, scheduler))
+                    .onErrorMap(e -> RedisErrors.classify(e, name, operation, commandTimeout));
+        });
+    }
+
+    /**
+     * A command on the given connection: connect (within the connect timeout), refuse to queue while
+     * disconnected, time out after {@code timeout}, and classify failures.
+     */
+    <T> Mono<T> run(String name, String operation, Mono<RedisClusterReactiveCommands<String, String>> connection,
+            Function<RedisClusterReactiveCommands<String, String>, Mono<T>> body, Duration timeout) {
+        return connection
+                .timeout(connectTimeout, scheduler)
+                .onErrorMap(java.util.concurrent.TimeoutException.class, e -> LockServiceException.of(name, operation,
+                        "cannot connect to Redis within " + connectTimeout.toMillis() + " ms",
+                        new RedisErrors.NotConnectedException("no connection within " + connectTimeout.toMillis() + " ms")))
+                .flatMap(r -> body.apply(r).timeout(timeout, scheduler))
+                .onErrorMap(e -> RedisErrors.classify(e, name, operation, timeout));
+    }
+}
