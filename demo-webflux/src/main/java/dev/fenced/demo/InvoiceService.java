@@ -3,7 +3,7 @@ package dev.fenced.demo;
 import dev.fenced.lock.AcquireOptions;
 import dev.fenced.lock.FencedLease;
 import dev.fenced.lock.FencedLockClient;
-import dev.fenced.lock.FencedRowNotFoundException;
+import dev.fenced.r2dbc.FencedRowNotFoundException;
 import java.time.Duration;
 import java.util.List;
 import java.util.concurrent.atomic.AtomicInteger;

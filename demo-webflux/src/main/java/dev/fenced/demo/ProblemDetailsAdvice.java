@@ -1,6 +1,6 @@
 package dev.fenced.demo;
 
-import dev.fenced.lock.FencedRowNotFoundException;
+import dev.fenced.r2dbc.FencedRowNotFoundException;
 import dev.fenced.lock.LeaseLostException;
 import dev.fenced.lock.LockAcquireTimeoutException;
 import dev.fenced.lock.LockServiceException;

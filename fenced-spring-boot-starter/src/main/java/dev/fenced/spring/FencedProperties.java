@@ -1,5 +1,6 @@
 package dev.fenced.spring;
 
+import dev.fenced.lock.FencedLockClientBuilder;
 import java.time.Duration;
 import java.util.List;
 import org.jspecify.annotations.Nullable;
@@ -33,13 +34,20 @@ import org.springframework.boot.context.properties.bind.DefaultValue;
 @ConfigurationProperties(prefix = "fenced")
 public record FencedProperties(
         @Nullable String redisUri,
-        @DefaultValue("fenced:") String keyPrefix,
-        @DefaultValue("30s") Duration leaseTime,
+        @Nullable String keyPrefix,
+        @Nullable Duration leaseTime,
         @Nullable Duration renewalPeriod,
-        @DefaultValue("30s") Duration maxWait,
+        @Nullable Duration maxWait,
         @Nullable List<String> clusterNodes,
         @DefaultValue ReplicaAcknowledgement replicaAcknowledgement,
         @Nullable Duration commandTimeout) {
+
+    /** Fills in the library's defaults (FencedLockClientBuilder's), so that there is one place for them. */
+    public FencedProperties {
+        keyPrefix = keyPrefix != null ? keyPrefix : FencedLockClientBuilder.DEFAULT_KEY_PREFIX;
+        leaseTime = leaseTime != null ? leaseTime : FencedLockClientBuilder.DEFAULT_LEASE_TIME;
+        maxWait = maxWait != null ? maxWait : FencedLockClientBuilder.DEFAULT_MAX_WAIT;
+    }
 
     /**
      * Replica acknowledgement of acquires, under {@code fenced.replica-acknowledgement}.

@@ -1,7 +1,6 @@
 package dev.fenced.r2dbc;
 
 import dev.fenced.lock.FencedLease;
-import dev.fenced.lock.FencedRowNotFoundException;
 import dev.fenced.lock.LeaseNotHeldException;
 import io.r2dbc.spi.Connection;
 import io.r2dbc.spi.ConnectionFactory;

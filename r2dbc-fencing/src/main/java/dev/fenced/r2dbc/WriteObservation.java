@@ -1,6 +1,5 @@
 package dev.fenced.r2dbc;
 
-import dev.fenced.lock.FencedRowNotFoundException;
 import dev.fenced.lock.StaleFencingTokenException;
 import io.micrometer.observation.Observation;
 import io.micrometer.observation.ObservationRegistry;

@@ -2,7 +2,6 @@ package dev.fenced.r2dbc;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
-import dev.fenced.lock.FencedRowNotFoundException;
 import dev.fenced.lock.LeaseNotHeldException;
 import dev.fenced.lock.StaleFencingTokenException;
 import io.r2dbc.spi.Connection;

@@ -24,6 +24,15 @@ import reactor.core.scheduler.Scheduler;
  */
 public final class FencedLockClientBuilder {
 
+    /** The default key prefix, {@code "fenced:"}: the one default of the client, the test kit and the starter. */
+    public static final String DEFAULT_KEY_PREFIX = ClientSettings.DEFAULT_KEY_PREFIX;
+
+    /** The default lease time, 30 seconds. */
+    public static final Duration DEFAULT_LEASE_TIME = ClientSettings.DEFAULT_LEASE_TIME;
+
+    /** The default maximum wait of {@link FencedLockClient#acquire(String)}, 30 seconds. */
+    public static final Duration DEFAULT_MAX_WAIT = ClientSettings.DEFAULT_MAX_WAIT;
+
     private @Nullable RedisTarget target;
     private ReplicaAcks replicaAcks = ReplicaAcks.NONE;
     private String keyPrefix = ClientSettings.DEFAULT_KEY_PREFIX;

@@ -34,7 +34,7 @@ import reactor.core.publisher.Mono;
  * }</pre>
  *
  * <p>A stale token fails with {@link dev.fenced.lock.StaleFencingTokenException} (as {@code @Version} fails with
- * {@code OptimisticLockingFailureException}), a missing row with {@link dev.fenced.lock.FencedRowNotFoundException},
+ * {@code OptimisticLockingFailureException}), a missing row with {@link dev.fenced.r2dbc.FencedRowNotFoundException},
  * and the lease is told of a newer holder. Writes go through the template's {@code DatabaseClient}, so they join
  * the subscriber's Spring transaction ({@code TransactionalOperator}, {@code @Transactional}) and otherwise commit
  * on their own. Every method is cold. Immutable and thread-safe.
@@ -70,7 +70,7 @@ public final class FencedEntityTemplate {
      * @param <T> the entity type
      * @return the entity with the lease's token (and owner) set: the same instance for a mutable entity, a new one
      *     for an immutable one; {@link dev.fenced.lock.StaleFencingTokenException} when the row holds a newer token,
-     *     {@link dev.fenced.lock.FencedRowNotFoundException} when there is no row with the id
+     *     {@link dev.fenced.r2dbc.FencedRowNotFoundException} when there is no row with the id
      */
     public <T> Mono<T> update(T entity, FencedLease lease) {
         return write(entity, lease, false);

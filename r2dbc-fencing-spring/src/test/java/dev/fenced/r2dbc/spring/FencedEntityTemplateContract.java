@@ -2,7 +2,7 @@ package dev.fenced.r2dbc.spring;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
-import dev.fenced.lock.FencedRowNotFoundException;
+import dev.fenced.r2dbc.FencedRowNotFoundException;
 import dev.fenced.lock.StaleFencingTokenException;
 import dev.fenced.r2dbc.TestLease;
 import io.r2dbc.pool.ConnectionPool;

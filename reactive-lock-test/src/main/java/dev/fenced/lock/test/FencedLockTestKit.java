@@ -4,6 +4,7 @@ import dev.fenced.lock.FencedLease;
 import dev.fenced.lock.FencedLockClient;
 import dev.fenced.lock.LockServiceException;
 import dev.fenced.lock.LossReason;
+import dev.fenced.lock.FencedLockClientBuilder;
 import dev.fenced.lock.internal.ClientSettings;
 import dev.fenced.lock.internal.memory.InMemoryLeaseStore;
 import dev.fenced.lock.internal.LeasingLockClient;
@@ -171,9 +172,9 @@ public final class FencedLockTestKit implements AutoCloseable {
     public static final class Builder {
 
         private final Scheduler clock;
-        private Duration leaseTime = Duration.ofSeconds(30);
+        private Duration leaseTime = FencedLockClientBuilder.DEFAULT_LEASE_TIME;
         private @Nullable Duration renewalPeriod;
-        private Duration maxWait = Duration.ofSeconds(30);
+        private Duration maxWait = FencedLockClientBuilder.DEFAULT_MAX_WAIT;
 
         private Builder(Scheduler clock) {
             this.clock = Objects.requireNonNull(clock, "clock must not be null");

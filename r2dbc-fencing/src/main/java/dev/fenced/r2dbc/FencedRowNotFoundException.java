@@ -1,4 +1,6 @@
-package dev.fenced.lock;
+package dev.fenced.r2dbc;
+
+import dev.fenced.lock.FencedLockException;
 
 /**
  * A fenced update found no row to update: the row does not exist. This is not a stale token; use an
