@@ -108,6 +108,10 @@ final class Ledger implements AutoCloseable {
      */
     void write(Arm arm, Grant grant, @Nullable FencedLease view, long newBalance, String opId) {
         String resource = grant.resource();
+        if (SPRING_TRANSACTIONS && arm != Arm.PLAIN_TTL && arm != Arm.TOKEN_ONLY) {
+            writeInSpringTransaction(grant, requireView(view), newBalance, opId);
+            return;
+        }
         block(Mono.usingWhen(pool.create(),
                 c -> Mono.from(c.beginTransaction())
                         .then(switch (arm) {
@@ -126,6 +130,26 @@ final class Ledger implements AutoCloseable {
                 (c, error) -> Mono.from(c.rollbackTransaction()).onErrorResume(e -> Mono.empty()).then(Mono.from(c.close())),
                 c -> Mono.from(c.rollbackTransaction()).onErrorResume(e -> Mono.empty()).then(Mono.from(c.close()))));
     }
+
+    /**
+     * The same write as a Spring application makes it: the fenced update on the pool (no connection of its own)
+     * and the audit insert through a {@code DatabaseClient}, inside {@code TransactionalOperator.transactional}.
+     * The fenced write joins the transaction, so a stale token rolls the audit row back too.
+     */
+    private void writeInSpringTransaction(Grant grant, FencedLease view, long newBalance, String opId) {
+        org.springframework.r2dbc.core.DatabaseClient client = org.springframework.r2dbc.core.DatabaseClient.create(pool);
+        org.springframework.transaction.reactive.TransactionalOperator transactions =
+                org.springframework.transaction.reactive.TransactionalOperator.create(
+                        new org.springframework.r2dbc.connection.R2dbcTransactionManager(pool));
+        Mono<Long> work = FencedWrite.into(accounts).key("id", grant.resource()).set("balance", newBalance).update(pool, view)
+                .then(client.sql("INSERT INTO " + audit + " (resource, token, owner, op_id) VALUES ($1, $2, $3, $4)")
+                        .bind(0, grant.resource()).bind(1, grant.token()).bind(2, grant.owner()).bind(3, opId)
+                        .fetch().rowsUpdated());
+        block(work.as(transactions::transactional));
+    }
+
+    /** Whether fenced writes go through Spring's transaction management ({@code -Dtorture.writes=spring}). */
+    private static final boolean SPRING_TRANSACTIONS = "spring".equals(System.getProperty("torture.writes"));
 
     private static FencedLease requireView(@Nullable FencedLease view) {
         if (view == null) {
