@@ -152,14 +152,18 @@ final class AcquireWaiter {
      */
     void onListening(boolean head) {
         synchronized (this) {
-            if (state != State.JOINING) {
+            // HEAD without being the head: listening had failed, and every waiter kept a timer. Now that it works
+            // again, only the head stays active.
+            if (state != State.JOINING && state != State.HEAD) {
                 return;
             }
             if (!head) {
                 state = State.IN_LINE;
+                disposeTimer();
                 return;
             }
             state = State.ATTEMPTING;
+            disposeTimer();
         }
         attempt();
     }
@@ -352,7 +356,9 @@ final class AcquireWaiter {
         }
         waiters.unregister(this);
         if (w != null) {
-            w.leave(this, lease != null);
+            // With the lock, the next waiter waits for this holder. Failed by the lock service, it waits its timer
+            // too: waking it at once would send it into the same failure, and so on down the line.
+            w.leave(this, lease != null || error instanceof dev.fenced.lock.LockServiceException);
         }
         if (lease != null) {
             sink.success(lease);

@@ -103,8 +103,9 @@ final class WaitQueue {
      * Removes a waiter.
      *
      * @param waiter the waiter
-     * @param withLock whether it leaves holding the lock: the next waiter then waits for it; otherwise the next
-     *     is woken in its place, since a wake-up it received must not be lost
+     * @param withLock whether it leaves holding the lock (or failed by the lock service): the next waiter then
+     *     becomes head and waits with its timer; otherwise the next is woken in its place, since a wake-up the
+     *     leaving waiter received must not be lost
      */
     void leave(AcquireWaiter waiter, boolean withLock) {
         AcquireWaiter next = null;

@@ -844,4 +844,21 @@ class LeasingLockClientTest {
         assertThat(acquires.subList(2, 5)).allSatisfy(f -> assertThatThrownBy(f::join)
                 .hasCauseInstanceOf(dev.fenced.lock.LockWaitQueueFullException.class));
     }
+
+    @Test
+    void aLockServiceFailureEndsOneWaiterNotTheWholeLine() {
+        FencedLease holder = acquire(LOCK);
+        List<CompletableFuture<FencedLease>> waiting = new ArrayList<>();
+        for (int i = 0; i < 3; i++) {
+            waiting.add(client.acquire(LOCK, AcquireOptions.defaults().withMaxWait(Duration.ofSeconds(30))).toFuture());
+        }
+        memory.setUnavailable(true);
+        elapse(3_100); // the head's timer fires: its attempt fails
+        assertThat(waiting.get(0)).isCompletedExceptionally();
+        assertThat(waiting.subList(1, 3)).as("the next waiters wait their timers").noneMatch(CompletableFuture::isDone);
+        memory.setUnavailable(false);
+        holder.release().block(Duration.ofSeconds(1));
+        elapse(10_000);
+        assertThat(waiting.get(1)).as("the new head takes the lock once the service is back").isCompleted();
+    }
 }

@@ -10,6 +10,7 @@ import io.lettuce.core.api.StatefulConnection;
 import io.lettuce.core.cluster.api.reactive.RedisClusterReactiveCommands;
 import java.net.SocketAddress;
 import java.time.Duration;
+import java.util.List;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CompletionStage;
 import java.util.concurrent.TimeUnit;
@@ -44,9 +45,13 @@ abstract class BaseConnections<C extends StatefulConnection<String, String>, P e
     private final RedisConnectionStateListener reconnects = new RedisConnectionStateListener() {
         @Override
         public void onRedisConnected(RedisChannelHandler<?, ?> connection, SocketAddress address) {
-            C current = commands.current();
-            if (current != null && current == (Object) connection) {
-                reinspect(current);
+            // The command connection, and the one that acquires with WAIT: whichever reaches a new server first
+            // reports it, before a grant of that server is emitted.
+            for (LazyConnection<C> lazy : List.of(commands, acknowledged)) {
+                C current = lazy.current();
+                if (current != null && current == (Object) connection) {
+                    reinspect(current);
+                }
             }
         }
     };
