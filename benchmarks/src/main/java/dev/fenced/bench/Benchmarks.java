@@ -102,11 +102,7 @@ public final class Benchmarks {
                     RedissonLock rfenced = new RedissonLock(RedissonLock.Kind.FENCED, uri, prefix + "rf:")) {
                 for (int inFlight : new int[] {1, 64, 1_024}) {
                     int pairs = inFlight == 1 ? mode.serialPairs : mode.pairs;
-                    List<Workloads.Uncontended> row = new ArrayList<>();
-                    for (LockUnderTest lock : List.<LockUnderTest>of(fenced, bare, rlock, rfenced)) {
-                        row.add(best(lock, inFlight, pairs, mode));
-                    }
-                    report.uncontended(row);
+                    report.uncontended(interleaved(List.of(fenced, bare, rlock, rfenced), inFlight, pairs, mode));
                 }
                 report.limit(limits(redis, mode));
                 for (WaitingLock lock : List.<WaitingLock>of(fenced, rlock, rfenced)) {
@@ -176,16 +172,33 @@ public final class Benchmarks {
     }
 
     /** Warm-up rounds, then the median round by throughput. */
-    private static Workloads.Uncontended best(LockUnderTest lock, int inFlight, int pairs, Mode mode) {
-        for (int i = 0; i < mode.warmups; i++) {
-            Workloads.uncontended(lock, inFlight, pairs, "warm-" + inFlight + "-" + i);
+    /**
+     * Every lock in every round, each round starting with another lock, so that no lock always runs first (on a
+     * cold JIT, a fresh connection) or right after a given other one; the warm-up rounds run every lock too, so
+     * that each one's code is compiled before any is measured. Returns each lock's median round, in the order
+     * given.
+     */
+    private static List<Workloads.Uncontended> interleaved(List<LockUnderTest> locks, int inFlight, int pairs, Mode mode) {
+        List<List<Workloads.Uncontended>> rounds = new ArrayList<>();
+        for (int i = 0; i < locks.size(); i++) {
+            rounds.add(new ArrayList<>());
         }
-        List<Workloads.Uncontended> rounds = new ArrayList<>();
-        for (int i = 0; i < mode.rounds; i++) {
-            rounds.add(Workloads.uncontended(lock, inFlight, pairs, "run-" + inFlight + "-" + i));
+        for (int round = 0; round < mode.warmups + mode.rounds; round++) {
+            for (int k = 0; k < locks.size(); k++) {
+                int which = (round + k) % locks.size();
+                String name = (round < mode.warmups ? "warm-" : "run-") + inFlight + "-" + round;
+                Workloads.Uncontended result = Workloads.uncontended(locks.get(which), inFlight, pairs, name);
+                if (round >= mode.warmups) {
+                    rounds.get(which).add(result);
+                }
+            }
         }
-        rounds.sort((a, b) -> Double.compare(a.pairsPerSecond(), b.pairsPerSecond()));
-        return rounds.get(rounds.size() / 2);
+        List<Workloads.Uncontended> medians = new ArrayList<>();
+        for (List<Workloads.Uncontended> own : rounds) {
+            own.sort((a, b) -> Double.compare(a.pairsPerSecond(), b.pairsPerSecond()));
+            medians.add(own.get(own.size() / 2));
+        }
+        return medians;
     }
 
     private static Report.Limit limits(BenchRedis redis, Mode mode) {
