@@ -4,7 +4,7 @@ import org.springframework.boot.SpringApplication;
 import org.springframework.boot.autoconfigure.SpringBootApplication;
 
 /**
- * The demo's entry point. Run it with {@code ./mvnw -pl demo-webflux spring-boot:run}; with no Redis or
+ * The demo's entry point. Run it with {@code ./mvnw -B -pl demo-webflux -am spring-boot:run}; with no Redis or
  * PostgreSQL configured it starts embedded ones ({@link EmbeddedServicesInitializer}).
  */
 @SpringBootApplication

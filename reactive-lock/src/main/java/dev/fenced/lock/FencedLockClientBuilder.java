@@ -24,10 +24,10 @@ import reactor.core.scheduler.Scheduler;
  */
 public final class FencedLockClientBuilder {
 
-    /** The default key prefix, {@code "fenced:"}: the one default of the client, the test kit and the starter. */
+    /** The default key prefix, {@code "fenced:"}, which the starter uses too (the test kit's is {@code "test:"}). */
     public static final String DEFAULT_KEY_PREFIX = ClientSettings.DEFAULT_KEY_PREFIX;
 
-    /** The default lease time, 30 seconds. */
+    /** The default lease time, 30 seconds: the one default of the client, the test kit and the starter. */
     public static final Duration DEFAULT_LEASE_TIME = ClientSettings.DEFAULT_LEASE_TIME;
 
     /** The default maximum wait of {@link FencedLockClient#acquire(String)}, 30 seconds. */
