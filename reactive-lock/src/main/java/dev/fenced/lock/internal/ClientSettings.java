@@ -233,6 +233,18 @@ public record ClientSettings(
     }
 
     /**
+     * How long connecting may take: the command timeout, but at least 5 seconds, since a handshake on a
+     * busy machine can take longer than a command. For every store.
+     *
+     * @param commandTimeout the command timeout
+     * @return the connect timeout
+     */
+    public static Duration connectTimeout(Duration commandTimeout) {
+        Duration floor = Duration.ofSeconds(5);
+        return commandTimeout.compareTo(floor) > 0 ? commandTimeout : floor;
+    }
+
+    /**
      * The allowance for clock drift between this process and Redis subtracted from every deadline:
      * 1% of the lease time plus 2 ms.
      *
