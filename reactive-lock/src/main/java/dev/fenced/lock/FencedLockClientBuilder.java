@@ -242,7 +242,7 @@ public final class FencedLockClientBuilder {
     }
 
     /**
-     * How long a Redis command may take before it fails with {@link LockServiceException}. Default: a
+     * How long a Redis command (or PostgreSQL statement) may take before it fails with {@link LockServiceException}. Default: a
      * third of the lease time, at most 5 seconds, so that a renewal that hangs is retried before the
      * lease runs out. Connecting (on first use, and after the connection was lost) may take the command
      * timeout but at least 5 seconds.
