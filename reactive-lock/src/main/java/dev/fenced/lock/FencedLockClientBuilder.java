@@ -155,7 +155,8 @@ public final class FencedLockClientBuilder {
      * database's). Every statement takes a connection of {@code connectionFactory} for its duration, and the
      * notifications hold one for the client's life; the client never closes the factory. Replica acknowledgement
      * is for Redis only. One of this or a Redis address is required; the last one set wins. See the README's
-     * "Locks on PostgreSQL" for what is guaranteed.
+     * "Locks on PostgreSQL" for what is guaranteed. Needs {@code r2dbc-postgresql}, an optional dependency: a
+     * client on Redis never loads an R2DBC class.
      *
      * @param connectionFactory a connection factory of r2dbc-postgresql (its connections, or a pool's wrapping
      *     them: notifications need the driver's), normally a pool (r2dbc-pool)
