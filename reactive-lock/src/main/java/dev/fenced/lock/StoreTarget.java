@@ -11,9 +11,9 @@ import java.util.Objects;
 
 /**
  * Where a client keeps its leases: the one description of the target that {@link FencedLockClientBuilder}
- * holds. A Redis deployment (itself one {@link RedisTarget}) or a PostgreSQL database. The PostgreSQL case
- * is the only code of the builder that names an R2DBC type, so a Redis client never loads one (R2DBC is an
- * optional dependency).
+ * holds. A Redis deployment (itself one {@link RedisTarget}) or a PostgreSQL database. Only the PostgreSQL
+ * case and the builder's {@code postgres(...)} methods name an R2DBC type, and the JVM resolves those only when
+ * they run, so a Redis client never loads one (R2DBC is an optional dependency).
  */
 sealed interface StoreTarget {
 

@@ -15,7 +15,7 @@ import reactor.core.scheduler.Schedulers;
  * @param leaseTime default lease time
  * @param renewalPeriod renewal period of a lease with the default lease time
  * @param maxWait default maximum wait of {@code acquire(name)}
- * @param commandTimeout timeout of one Redis command
+ * @param commandTimeout timeout of one Redis command or PostgreSQL statement
  * @param scheduler renewal scheduler and monotonic clock
  * @param ownsScheduler whether the client disposes the scheduler on close
  * @param observer receives metrics and tracing events
