@@ -80,7 +80,8 @@ final class BenchPostgres implements AutoCloseable {
         return version;
     }
 
-    private void execute(String... sql) {
+    /** Runs statements in turn on one connection. */
+    void execute(String... sql) {
         Mono.usingWhen(pool.create(),
                 c -> Flux.fromArray(sql)
                         .concatMap(s -> Flux.from(c.createStatement(s).execute()).flatMap(Result::getRowsUpdated))

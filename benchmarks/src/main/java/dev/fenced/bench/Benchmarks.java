@@ -1,6 +1,7 @@
 package dev.fenced.bench;
 
 import dev.fenced.lock.FencedLease;
+import dev.fenced.lock.PostgresLeaseTable;
 import io.lettuce.core.RedisClient;
 import io.lettuce.core.api.StatefulRedisConnection;
 import java.io.IOException;
@@ -114,6 +115,7 @@ public final class Benchmarks {
                     mode.heldFor));
             report.held(Workloads.held(() -> RedissonLock.held(uri, prefix + "rh:", mode.heldLeaseTime), stats,
                     mode.heldLeases, mode.heldFor));
+            postgresLocks(report, prefix + "p:", mode);
             report.storage(storage(uri, prefix + "s:", mode));
         } finally {
             cleanUp(uri, prefix);
@@ -122,6 +124,32 @@ public final class Benchmarks {
         Path file = output.resolve("results.md");
         Files.writeString(file, report.render());
         return file;
+    }
+
+    /**
+     * Fenced with its leases in PostgreSQL (a lease table of its own, dropped at the end): uncontended pairs at 1
+     * and 64 in flight, the contended workload and the held leases, with statements counted as the connections
+     * the store takes.
+     */
+    private static void postgresLocks(Report report, String prefix, Mode mode) {
+        try (BenchPostgres db = BenchPostgres.start(0)) {
+            PostgresLeaseTable table = PostgresLeaseTable.named(db.table.replace("bench_accounts_", "bench_lease_"));
+            CountingConnections counted = new CountingConnections(db.connections);
+            try {
+                table.create(db.connections).block(Duration.ofSeconds(30));
+                try (FencedLock lock = FencedLock.onPostgres(counted, table, prefix)) {
+                    for (int inFlight : new int[] {1, 64}) {
+                        report.postgresUncontended(interleaved(List.of(lock), inFlight,
+                                inFlight == 1 ? mode.serialPairs : mode.pairs, mode).get(0));
+                    }
+                    report.contended(Workloads.contended(lock, counted, 64, mode.contention));
+                }
+                report.held(Workloads.held(() -> FencedLock.heldOnPostgres(counted, table, prefix + "h:", mode.heldLeaseTime),
+                        counted, mode.heldLeases, mode.heldFor));
+            } finally {
+                db.execute("DROP TABLE IF EXISTS " + table.name());
+            }
+        }
     }
 
     /** Plain vs fenced updates, then the unlocked vs the locked batch; each the median of its rounds. */

@@ -3,6 +3,8 @@ package dev.fenced.bench;
 import dev.fenced.lock.AcquireOptions;
 import dev.fenced.lock.FencedLease;
 import dev.fenced.lock.FencedLockClient;
+import dev.fenced.lock.PostgresLeaseTable;
+import io.r2dbc.spi.ConnectionFactory;
 import java.time.Duration;
 import java.util.List;
 import java.util.Queue;
@@ -13,10 +15,31 @@ import reactor.core.publisher.Mono;
 /** Fenced, used as an application would: acquire (default options), then release. */
 final class FencedLock implements WaitingLock {
 
+    /** The label of Fenced on PostgreSQL in result tables. */
+    static final String ON_POSTGRES = "Fenced on PostgreSQL";
+
     private final FencedLockClient client;
+    private final String label;
 
     FencedLock(String redisUri, String prefix) {
-        this.client = FencedLockClient.builder().redisUri(redisUri).keyPrefix(prefix).build();
+        this(FencedLockClient.builder().redisUri(redisUri).keyPrefix(prefix).build(), "Fenced");
+    }
+
+    private FencedLock(FencedLockClient client, String label) {
+        this.client = client;
+        this.label = label;
+    }
+
+    /**
+     * Fenced with its leases in PostgreSQL, default settings otherwise.
+     *
+     * @param connections the pool
+     * @param table the lease table
+     * @param prefix the key prefix
+     * @return the lock
+     */
+    static FencedLock onPostgres(ConnectionFactory connections, PostgresLeaseTable table, String prefix) {
+        return new FencedLock(FencedLockClient.builder().postgres(connections, table).keyPrefix(prefix).build(), ON_POSTGRES);
     }
 
     FencedLockClient client() {
@@ -25,7 +48,7 @@ final class FencedLock implements WaitingLock {
 
     @Override
     public String label() {
-        return "Fenced";
+        return label;
     }
 
     @Override
@@ -52,21 +75,37 @@ final class FencedLock implements WaitingLock {
      * @return the holder
      */
     static HeldLeases held(String redisUri, String prefix, Duration leaseTime) {
-        return new Held(FencedLockClient.builder().redisUri(redisUri).keyPrefix(prefix).leaseTime(leaseTime).build());
+        return new Held(FencedLockClient.builder().redisUri(redisUri).keyPrefix(prefix).leaseTime(leaseTime).build(), "Fenced");
+    }
+
+    /**
+     * Fenced leases held with renewal on PostgreSQL, on a client of their own.
+     *
+     * @param connections the pool
+     * @param table the lease table
+     * @param prefix the key prefix
+     * @param leaseTime the lease time, renewed every third of it
+     * @return the holder
+     */
+    static HeldLeases heldOnPostgres(ConnectionFactory connections, PostgresLeaseTable table, String prefix, Duration leaseTime) {
+        return new Held(FencedLockClient.builder().postgres(connections, table).keyPrefix(prefix).leaseTime(leaseTime).build(),
+                ON_POSTGRES);
     }
 
     private static final class Held implements HeldLeases {
 
         private final FencedLockClient client;
+        private final String label;
         private final Queue<FencedLease> leases = new ConcurrentLinkedQueue<>();
 
-        Held(FencedLockClient client) {
+        Held(FencedLockClient client, String label) {
             this.client = client;
+            this.label = label;
         }
 
         @Override
         public String label() {
-            return "Fenced";
+            return label;
         }
 
         @Override

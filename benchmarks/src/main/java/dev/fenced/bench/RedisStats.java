@@ -4,7 +4,7 @@ import io.lettuce.core.RedisClient;
 import io.lettuce.core.api.StatefulRedisConnection;
 
 /** Reads the server's command counters (INFO commandstats) before and after a workload. */
-final class RedisStats implements AutoCloseable {
+final class RedisStats implements ServerCounters, AutoCloseable {
 
     private final RedisClient client;
     private final StatefulRedisConnection<String, String> connection;
@@ -12,6 +12,16 @@ final class RedisStats implements AutoCloseable {
     RedisStats(String redisUri) {
         this.client = RedisClient.create(redisUri);
         this.connection = client.connect();
+    }
+
+    @Override
+    public long requests() {
+        return requests(java.util.Map.of(), callsByCommand());
+    }
+
+    @Override
+    public long commands() {
+        return totalCalls();
     }
 
     /** Commands the server has executed, all kinds, not counting this reader's INFO calls. */

@@ -35,6 +35,7 @@ final class Report {
     private String redisVersion = "unknown";
     private final List<List<Workloads.Uncontended>> uncontended = new ArrayList<>();
     private Limit limit = new Limit(-1, -1, -1);
+    private final List<Workloads.Uncontended> postgresUncontended = new ArrayList<>();
     private final List<Workloads.Contended> contended = new ArrayList<>();
     private final List<Workloads.Held> held = new ArrayList<>();
     private @org.jspecify.annotations.Nullable Storage storage;
@@ -52,6 +53,10 @@ final class Report {
     /** One row: the same in-flight count for every peer, Fenced first. */
     void uncontended(List<Workloads.Uncontended> peers) {
         uncontended.add(List.copyOf(peers));
+    }
+
+    void postgresUncontended(Workloads.Uncontended value) {
+        postgresUncontended.add(value);
     }
 
     void limit(Limit value) {
@@ -87,8 +92,13 @@ final class Report {
             out.append("- PostgreSQL ").append(storage.database()).append(", R2DBC pool of ").append(BenchPostgres.POOL_SIZE)
                     .append(" connections, ").append(StorageWorkloads.CONCURRENCY).append(" writes in flight\n");
         }
+        if (!postgresUncontended.isEmpty()) {
+            out.append("- Fenced on PostgreSQL: leases in a lease table of that PostgreSQL, default settings, the same R2DBC pool "
+                    + "size; statements counted as the connections the store takes\n");
+        }
         out.append('\n');
         renderUncontended(out);
+        renderPostgresUncontended(out);
         renderLimit(out);
         renderContended(out);
         renderHeld(out);
@@ -125,6 +135,19 @@ final class Report {
                 out.append(String.format(Locale.ROOT, " %.0f / %.0f |", peer.p50Micros(), peer.p99Micros()));
             }
             out.append('\n');
+        }
+    }
+
+    private void renderPostgresUncontended(StringBuilder out) {
+        if (postgresUncontended.isEmpty()) {
+            return;
+        }
+        out.append("\n## Fenced on PostgreSQL: uncontended acquire + release pairs (distinct names)\n\n");
+        header(out, List.of("pairs/s", "p50 µs", "p99 µs", "on PostgreSQL / on Redis"));
+        for (Workloads.Uncontended u : postgresUncontended) {
+            Workloads.Uncontended redis = peer(u.inFlight(), "Fenced");
+            out.append(String.format(Locale.ROOT, "| %d | %.0f | %.0f | %.0f | %s |%n", u.inFlight(), u.pairsPerSecond(), u.p50Micros(),
+                    u.p99Micros(), redis == null ? "n/a" : format("%.2f", u.pairsPerSecond() / redis.pairsPerSecond())));
         }
     }
 
@@ -178,7 +201,8 @@ final class Report {
         }
         out.append("\n## Held leases: ").append(held.get(0).leases()).append(" leases held with renewal (lease ")
                 .append(heldLeaseTime.toSeconds()).append(" s, renewed every third of it)\n\n");
-        out.append("| lock | seconds | renewal round trips/s | Redis commands/s (incl. inside scripts) | JVM threads added by the client "
+        out.append("| lock | seconds | renewal round trips/s | server commands/s (Redis: incl. inside scripts; PostgreSQL: "
+                + "statements) | JVM threads added by the client "
                 + "| heap bytes per held lease |\n");
         out.append("|---|---:|---:|---:|---:|---:|\n");
         for (Workloads.Held h : held) {

@@ -2,7 +2,6 @@ package dev.fenced.bench;
 
 import java.lang.management.ManagementFactory;
 import java.time.Duration;
-import java.util.Map;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.function.Supplier;
@@ -39,14 +38,14 @@ final class Workloads {
             double waitP99Micros) {
     }
 
-    static Contended contended(WaitingLock lock, RedisStats stats, int workers, Duration duration) {
+    static Contended contended(WaitingLock lock, ServerCounters stats, int workers, Duration duration) {
         AtomicInteger lastHolder = new AtomicInteger(-1);
         AtomicLong acquisitions = new AtomicLong();
         AtomicLong handoffs = new AtomicLong();
         Latencies waits = new Latencies(2_000_000);
         long deadline = System.nanoTime() + duration.toNanos();
-        long callsBefore = stats.totalCalls();
-        Map<String, Long> byCommandBefore = stats.callsByCommand();
+        long callsBefore = stats.commands();
+        long requestsBefore = stats.requests();
         long start = System.nanoTime();
         Flux.range(0, workers)
                 .flatMap(worker -> Mono.defer(() -> {
@@ -62,8 +61,8 @@ final class Workloads {
                         .repeat(() -> System.nanoTime() < deadline), workers)
                 .blockLast(duration.plusMinutes(2));
         double seconds = (System.nanoTime() - start) / 1e9;
-        long calls = stats.totalCalls() - callsBefore;
-        long requests = RedisStats.requests(byCommandBefore, stats.callsByCommand());
+        long calls = stats.commands() - callsBefore;
+        long requests = stats.requests() - requestsBefore;
         long acquired = acquisitions.get();
         return new Contended(lock.label(), workers, seconds, acquired, handoffs.get(), handoffs.get() / seconds,
                 acquired == 0 ? -1 : (double) requests / acquired, acquired == 0 ? -1 : (double) calls / acquired,
@@ -79,26 +78,25 @@ final class Workloads {
      * Opens a client, takes {@code count} leases, holds them for {@code duration} while the client renews them,
      * then releases them. The threads and heap the client adds are measured from before it was opened.
      */
-    static Held held(Supplier<HeldLeases> open, RedisStats stats, int count, Duration duration) {
+    static Held held(Supplier<HeldLeases> open, ServerCounters stats, int count, Duration duration) {
         int threadsBefore = Thread.activeCount();
         long heapBefore = usedHeapAfterGc();
         try (HeldLeases client = open.get()) {
             Flux.range(0, count).flatMap(i -> client.acquire("held-" + i), 256).blockLast(Duration.ofMinutes(5));
             long heapHeld = usedHeapAfterGc();
             int threadsHeld = Thread.activeCount();
-            long callsBefore = stats.totalCalls();
-            Map<String, Long> byCommandBefore = stats.callsByCommand();
+            long callsBefore = stats.commands();
+            long requestsBefore = stats.requests();
             long start = System.nanoTime();
             sleep(duration);
-            Map<String, Long> byCommandAfter = stats.callsByCommand();
+            long requests = stats.requests() - requestsBefore;
             double seconds = (System.nanoTime() - start) / 1e9;
-            long calls = stats.totalCalls() - callsBefore;
+            long calls = stats.commands() - callsBefore;
             Long lost = client.countLost().block(Duration.ofMinutes(5));
             if (lost == null || lost > 0) {
                 throw BenchmarkException.leasesLost(client.label(), lost == null ? count : lost, count);
             }
             client.releaseAll().block(Duration.ofMinutes(5));
-            long requests = RedisStats.requests(byCommandBefore, byCommandAfter);
             return new Held(client.label(), count, seconds, requests / seconds, calls / seconds, threadsHeld - threadsBefore,
                     (double) (heapHeld - heapBefore) / count);
         }

@@ -29,11 +29,14 @@ class BenchmarksIT {
         assertThat(report.lines().filter(l -> l.matches("\\| (1|64|1024) \\|( " + NUMBER + " \\|){7}"))).hasSize(3);
         assertThat(report.lines().filter(l -> l.matches("\\| (1|64|1024) \\|( " + NUMBER + " / " + NUMBER + " \\|){4}")))
                 .hasSize(3);
-        for (String lock : new String[] {"Fenced", "Redisson RLock", "Redisson RFencedLock"}) {
+        // Fenced on PostgreSQL: pairs/s, p50, p99 and the ratio to Fenced on Redis, at 1 and 64 in flight.
+        assertThat(report).contains("## Fenced on PostgreSQL: uncontended acquire + release pairs");
+        assertThat(report.lines().filter(l -> l.matches("\\| (1|64) \\|( " + NUMBER + " \\|){4}"))).hasSize(2);
+        for (String lock : new String[] {"Fenced", "Redisson RLock", "Redisson RFencedLock", "Fenced on PostgreSQL"}) {
             assertThat(report.lines().filter(l -> l.matches("\\| " + lock + " \\|( " + NUMBER + " \\|){8}")))
                     .as("contended row of %s", lock).hasSize(1);
         }
-        for (String lock : new String[] {"Fenced", "Redisson RLock"}) {
+        for (String lock : new String[] {"Fenced", "Redisson RLock", "Fenced on PostgreSQL"}) {
             assertThat(report.lines().filter(l -> l.matches("\\| " + lock + " \\|( -?" + NUMBER + " \\|){5}")))
                     .as("held row of %s", lock).hasSize(1);
         }

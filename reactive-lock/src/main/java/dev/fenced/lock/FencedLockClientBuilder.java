@@ -3,12 +3,12 @@ package dev.fenced.lock;
 import dev.fenced.lock.internal.ClientSettings;
 import dev.fenced.lock.internal.KeyLayout;
 import dev.fenced.lock.internal.LeasingLockClient;
-import dev.fenced.lock.internal.redis.RedisLeaseStore;
 import dev.fenced.lock.internal.redis.RedisTarget;
 import dev.fenced.lock.internal.redis.ReplicaAcks;
 import io.lettuce.core.RedisClient;
 import io.lettuce.core.RedisURI;
 import io.lettuce.core.cluster.RedisClusterClient;
+import io.r2dbc.spi.ConnectionFactory;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
@@ -33,7 +33,7 @@ public final class FencedLockClientBuilder {
     /** The default maximum wait of {@link FencedLockClient#acquire(String)}, 30 seconds. */
     public static final Duration DEFAULT_MAX_WAIT = ClientSettings.DEFAULT_MAX_WAIT;
 
-    private @Nullable RedisTarget target;
+    private @Nullable StoreTarget target;
     private ReplicaAcks replicaAcks = ReplicaAcks.NONE;
     private String keyPrefix = ClientSettings.DEFAULT_KEY_PREFIX;
     private Duration leaseTime = ClientSettings.DEFAULT_LEASE_TIME;
@@ -56,7 +56,8 @@ public final class FencedLockClientBuilder {
      * client ask the Sentinels for the primary on every (re)connect, so it follows a failover. The
      * client creates and owns a Lettuce {@code RedisClient} and shuts it down on close. One of this,
      * {@link #redisClient(RedisClient, RedisURI)}, {@link #redisCluster(String...)} or
-     * {@link #redisClusterClient(RedisClusterClient)} is required; the last one set wins.
+     * {@link #redisClusterClient(RedisClusterClient)} (or {@link #postgres(ConnectionFactory)} for locks on
+     * PostgreSQL) is required; the last one set wins.
      *
      * @param uri the URI
      * @return this builder
@@ -80,7 +81,7 @@ public final class FencedLockClientBuilder {
      */
     public FencedLockClientBuilder redisUri(RedisURI uri) {
         Objects.requireNonNull(uri, "uri must not be null");
-        this.target = new RedisTarget.Server(uri);
+        this.target = new StoreTarget.Redis(new RedisTarget.Server(uri));
         return this;
     }
 
@@ -96,7 +97,7 @@ public final class FencedLockClientBuilder {
     public FencedLockClientBuilder redisClient(RedisClient client, RedisURI uri) {
         Objects.requireNonNull(client, "client must not be null");
         Objects.requireNonNull(uri, "uri must not be null");
-        this.target = new RedisTarget.SharedServer(client, uri);
+        this.target = new StoreTarget.Redis(new RedisTarget.SharedServer(client, uri));
         return this;
     }
 
@@ -124,7 +125,7 @@ public final class FencedLockClientBuilder {
                 throw new IllegalArgumentException("Not a valid Redis URI: '" + uri + "': " + e.getMessage(), e);
             }
         }
-        this.target = new RedisTarget.Cluster(seeds);
+        this.target = new StoreTarget.Redis(new RedisTarget.Cluster(seeds));
         return this;
     }
 
@@ -138,7 +139,43 @@ public final class FencedLockClientBuilder {
      */
     public FencedLockClientBuilder redisClusterClient(RedisClusterClient client) {
         Objects.requireNonNull(client, "client must not be null");
-        this.target = new RedisTarget.SharedCluster(client);
+        this.target = new StoreTarget.Redis(new RedisTarget.SharedCluster(client));
+        return this;
+    }
+
+    /**
+     * Keeps the leases in PostgreSQL instead of Redis, in the table {@value PostgresLeaseTable#DEFAULT_NAME}
+     * (create it with {@link PostgresLeaseTable#create}); see {@link #postgres(ConnectionFactory, PostgresLeaseTable)}.
+     *
+     * @param connectionFactory a connection factory of r2dbc-postgresql, normally a pool (r2dbc-pool)
+     * @return this builder
+     */
+    public FencedLockClientBuilder postgres(ConnectionFactory connectionFactory) {
+        return postgres(connectionFactory, PostgresLeaseTable.defaultTable());
+    }
+
+    /**
+     * Keeps the leases in a PostgreSQL table instead of Redis, through R2DBC: the client is the same
+     * {@link FencedLockClient}, with the same leases, renewal, losses, waiting and errors. Tokens come from a
+     * counter in the lock's row, minted in the statement that grants the lock; expiry is decided by the
+     * database's clock. Waiting acquires hear of releases through {@code LISTEN/NOTIFY} on one connection the
+     * client holds, plus a timer. The lock id of a lease ({@link FencedLease#lockId()}) is the key prefix and the
+     * name, as on Redis, and the {@linkplain #tokenScheme(TokenScheme) token scheme} applies (server time is the
+     * database's). Every statement takes a connection of {@code connectionFactory} for its duration, and the
+     * notifications hold one for the client's life; the client never closes the factory. Replica acknowledgement
+     * is for Redis only. One of this or a Redis address is required; the last one set wins. See the README's
+     * "Locks on PostgreSQL" for what is guaranteed. Needs {@code r2dbc-postgresql}, an optional dependency: a
+     * client on Redis never loads an R2DBC class.
+     *
+     * @param connectionFactory a connection factory of r2dbc-postgresql (its connections, or a pool's wrapping
+     *     them: notifications need the driver's), normally a pool (r2dbc-pool)
+     * @param table the lease table, which must exist
+     * @return this builder
+     */
+    public FencedLockClientBuilder postgres(ConnectionFactory connectionFactory, PostgresLeaseTable table) {
+        Objects.requireNonNull(connectionFactory, "connectionFactory must not be null");
+        Objects.requireNonNull(table, "table must not be null");
+        this.target = new StoreTarget.Postgres(connectionFactory, table);
         return this;
     }
 
@@ -215,7 +252,7 @@ public final class FencedLockClientBuilder {
     }
 
     /**
-     * How long a Redis command may take before it fails with {@link LockServiceException}. Default: a
+     * How long a Redis command (or PostgreSQL statement) may take before it fails with {@link LockServiceException}. Default: a
      * third of the lease time, at most 5 seconds, so that a renewal that hangs is retried before the
      * lease runs out. Connecting (on first use, and after the connection was lost) may take the command
      * timeout but at least 5 seconds.
@@ -320,15 +357,20 @@ public final class FencedLockClientBuilder {
      * Builds the client. No connection is made until the first command needs one.
      *
      * @return a new client
-     * @throws IllegalStateException if no Redis address was given, the renewal period or command timeout
+     * @throws IllegalStateException if no Redis address (nor PostgreSQL) was given, replica acknowledgement was
+     *     asked of PostgreSQL, the renewal period or command timeout
      *     is not shorter than the lease time, or the replica acknowledgement timeout not shorter than the
      *     command timeout
      */
     public FencedLockClient build() {
-        RedisTarget where = target;
+        StoreTarget where = target;
         if (where == null) {
             throw new IllegalStateException("A Redis address is required: call redisUri(...), redisClient(...), "
-                    + "redisCluster(...) or redisClusterClient(...)");
+                    + "redisCluster(...) or redisClusterClient(...); or postgres(...) for locks on PostgreSQL");
+        }
+        if (replicaAcks.required() && !(where instanceof StoreTarget.Redis)) {
+            throw new IllegalStateException("replicaAcknowledgement(...) applies to Redis only; PostgreSQL's replication "
+                    + "is the database's (synchronous_commit)");
         }
         ClientSettings settings = ClientSettings.of(keyPrefix, leaseTime, renewalPeriod, maxWait, commandTimeout, scheduler)
                 .withObserver(observer)
@@ -343,6 +385,6 @@ public final class FencedLockClientBuilder {
             throw new IllegalStateException("The replica acknowledgement timeout (" + replicaAcks.timeout()
                     + ") must be shorter than the command timeout (" + settings.commandTimeout() + "): WAIT is a command");
         }
-        return LeasingLockClient.create(RedisLeaseStore.open(where, settings, replicaAcks), settings);
+        return LeasingLockClient.create(where.open(settings, replicaAcks), settings);
     }
 }

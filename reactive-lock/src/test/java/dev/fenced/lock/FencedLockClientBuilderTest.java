@@ -15,7 +15,35 @@ class FencedLockClientBuilderTest {
         assertThatThrownBy(() -> FencedLockClient.builder().build())
                 .isInstanceOf(IllegalStateException.class)
                 .hasMessage("A Redis address is required: call redisUri(...), redisClient(...), redisCluster(...) "
-                        + "or redisClusterClient(...)");
+                        + "or redisClusterClient(...); or postgres(...) for locks on PostgreSQL");
+    }
+
+    @Test
+    void replicaAcknowledgementIsRefusedForPostgres() {
+        io.r2dbc.spi.ConnectionFactory neverUsed = io.r2dbc.spi.ConnectionFactories.get("r2dbc:postgresql://nobody@127.0.0.1:1/none");
+        assertThatThrownBy(() -> FencedLockClient.builder().postgres(neverUsed)
+                .replicaAcknowledgement(1, java.time.Duration.ofMillis(100)).build())
+                .isInstanceOf(IllegalStateException.class)
+                .hasMessage("replicaAcknowledgement(...) applies to Redis only; PostgreSQL's replication is the database's "
+                        + "(synchronous_commit)");
+    }
+
+    @Test
+    void leaseTableNamesAreValidated() {
+        assertThat(PostgresLeaseTable.named("locks.fenced_lease").name()).isEqualTo("locks.fenced_lease");
+        assertThatThrownBy(() -> PostgresLeaseTable.named("lease; DROP TABLE x"))
+                .isInstanceOf(IllegalArgumentException.class)
+                .hasMessage("Not a valid lease table name: 'lease; DROP TABLE x' (use letters, digits and underscores, "
+                        + "not starting with a digit, at most 63 characters; it may be schema-qualified)");
+        assertThatThrownBy(() -> PostgresLeaseTable.named("a.b.c")).isInstanceOf(IllegalArgumentException.class);
+        assertThatThrownBy(() -> PostgresLeaseTable.named("1leases")).isInstanceOf(IllegalArgumentException.class);
+    }
+
+    @Test
+    void leaseTableDdlNamesTheTable() {
+        assertThat(PostgresLeaseTable.named("locks.my_leases").ddl())
+                .contains("CREATE TABLE IF NOT EXISTS \"locks\".\"my_leases\" (")
+                .doesNotContain("fenced_lease");
     }
 
     @Test

@@ -15,7 +15,7 @@ import reactor.core.scheduler.Schedulers;
  * @param leaseTime default lease time
  * @param renewalPeriod renewal period of a lease with the default lease time
  * @param maxWait default maximum wait of {@code acquire(name)}
- * @param commandTimeout timeout of one Redis command
+ * @param commandTimeout timeout of one Redis command or PostgreSQL statement
  * @param scheduler renewal scheduler and monotonic clock
  * @param ownsScheduler whether the client disposes the scheduler on close
  * @param observer receives metrics and tracing events
@@ -230,6 +230,18 @@ public record ClientSettings(
     long renewEveryNanos(long leaseNanos) {
         double ratio = (double) renewalPeriod.toNanos() / leaseTime.toNanos();
         return Math.max(1_000_000L, (long) (leaseNanos * ratio));
+    }
+
+    /**
+     * How long connecting may take: the command timeout, but at least 5 seconds, since a handshake on a
+     * busy machine can take longer than a command. For every store.
+     *
+     * @param commandTimeout the command timeout
+     * @return the connect timeout
+     */
+    public static Duration connectTimeout(Duration commandTimeout) {
+        Duration floor = Duration.ofSeconds(5);
+        return commandTimeout.compareTo(floor) > 0 ? commandTimeout : floor;
     }
 
     /**

@@ -6,10 +6,10 @@ import reactor.core.publisher.Flux;
 import reactor.core.publisher.Mono;
 
 /**
- * The storage of leases: what the lease lifecycle needs from Redis, and nothing more. Every method is
- * cold. Implementations: {@link dev.fenced.lock.internal.redis.RedisLeaseStore} and
- * {@link dev.fenced.lock.internal.memory.InMemoryLeaseStore}; one contract test suite
- * checks both.
+ * The storage of leases: what the lease lifecycle needs from a lock service, and nothing more. Every method
+ * is cold. Implementations: {@link dev.fenced.lock.internal.redis.RedisLeaseStore},
+ * {@link dev.fenced.lock.internal.postgres.PostgresLeaseStore} and
+ * {@link dev.fenced.lock.internal.memory.InMemoryLeaseStore}; one contract test suite checks them all.
  *
  * <p>Implementations are thread-safe.
  */

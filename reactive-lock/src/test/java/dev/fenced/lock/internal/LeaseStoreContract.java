@@ -22,6 +22,20 @@ public abstract class LeaseStoreContract {
     /** Lets {@code duration} pass on the store's clock. */
     protected abstract void elapse(Duration duration);
 
+    /**
+     * Lets {@code duration} pass in real time: {@link #elapse} of a store on a real server.
+     *
+     * @param duration how long
+     */
+    protected static void sleep(Duration duration) {
+        try {
+            Thread.sleep(duration.toMillis());
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+            throw new IllegalStateException(e);
+        }
+    }
+
     /** Whether the store mints consecutive tokens ({@code counter + 1}) rather than server-time ones. */
     protected abstract boolean consecutiveTokens();
 

@@ -1,5 +1,6 @@
 package dev.fenced.lock.internal.redis;
 
+import dev.fenced.lock.internal.ClientSettings;
 import io.lettuce.core.AbstractRedisClient;
 import io.lettuce.core.ClientOptions;
 import io.lettuce.core.RedisChannelHandler;
@@ -235,19 +236,7 @@ abstract class BaseConnections<C extends StatefulConnection<String, String>, P e
         builder.autoReconnect(true);
         builder.disconnectedBehavior(ClientOptions.DisconnectedBehavior.REJECT_COMMANDS);
         builder.timeoutOptions(TimeoutOptions.enabled(commandTimeout));
-        builder.socketOptions(SocketOptions.builder().connectTimeout(connectTimeout(commandTimeout)).build());
+        builder.socketOptions(SocketOptions.builder().connectTimeout(ClientSettings.connectTimeout(commandTimeout)).build());
         return builder;
-    }
-
-    /**
-     * How long connecting may take: the command timeout, but at least 5 seconds, since a handshake on a
-     * busy machine can take longer than a command.
-     *
-     * @param commandTimeout the command timeout
-     * @return the connect timeout
-     */
-    static Duration connectTimeout(Duration commandTimeout) {
-        Duration floor = Duration.ofSeconds(5);
-        return commandTimeout.compareTo(floor) > 0 ? commandTimeout : floor;
     }
 }

@@ -1,6 +1,7 @@
 package dev.fenced.lock.internal.redis;
 
 import dev.fenced.lock.LockServiceException;
+import dev.fenced.lock.internal.ClientSettings;
 import io.lettuce.core.RedisNoScriptException;
 import io.lettuce.core.ScriptOutputType;
 import io.lettuce.core.cluster.api.reactive.RedisClusterReactiveCommands;
@@ -27,7 +28,7 @@ final class RedisCommands {
     RedisCommands(RedisConnections connections, Duration commandTimeout, Scheduler scheduler) {
         this.connections = connections;
         this.commandTimeout = commandTimeout;
-        this.connectTimeout = BaseConnections.connectTimeout(commandTimeout);
+        this.connectTimeout = ClientSettings.connectTimeout(commandTimeout);
         this.scheduler = scheduler;
     }
 

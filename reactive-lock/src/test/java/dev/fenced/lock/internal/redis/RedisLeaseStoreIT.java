@@ -62,12 +62,7 @@ class RedisLeaseStoreIT extends LeaseStoreContract {
 
     @Override
     protected void elapse(Duration duration) {
-        try {
-            Thread.sleep(duration.toMillis());
-        } catch (InterruptedException e) {
-            Thread.currentThread().interrupt();
-            throw new IllegalStateException(e);
-        }
+        sleep(duration);
     }
 
     private AcquireReply grantAndRelease(String name, String owner) {

@@ -1,0 +1,130 @@
+package dev.fenced.lock;
+
+import io.r2dbc.spi.Connection;
+import io.r2dbc.spi.ConnectionFactory;
+import io.r2dbc.spi.Result;
+import java.io.IOException;
+import java.io.InputStream;
+import java.io.UncheckedIOException;
+import java.nio.charset.StandardCharsets;
+import java.util.Objects;
+import java.util.regex.Pattern;
+import org.jspecify.annotations.Nullable;
+import reactor.core.publisher.Flux;
+import reactor.core.publisher.Mono;
+import reactor.core.scheduler.Schedulers;
+
+/**
+ * The table in which a PostgreSQL lock client keeps its leases ({@link FencedLockClientBuilder#postgres}): one
+ * row per lock, holding its current owner, its token counter and its expiry. Clients that must exclude each
+ * other use the same table (and key prefix).
+ *
+ * <pre>{@code
+ * PostgresLeaseTable.defaultTable().create(connectionFactory).block();   // once, or run lease-table.sql yourself
+ * FencedLockClient locks = FencedLockClient.builder().postgres(connectionFactory).build();
+ * }</pre>
+ *
+ * <p>The DDL ships as the resource {@code dev/fenced/lock/internal/postgres/lease-table.sql} (table
+ * {@value #DEFAULT_NAME}). Immutable and thread-safe.
+ */
+public final class PostgresLeaseTable {
+
+    /** The default table name. */
+    public static final String DEFAULT_NAME = "fenced_lease";
+
+    private static final String DDL_RESOURCE = "/dev/fenced/lock/internal/postgres/lease-table.sql";
+    private static final Pattern PART = Pattern.compile("[A-Za-z_][A-Za-z0-9_]{0,62}");
+
+    private final String name;
+
+    private PostgresLeaseTable(String name) {
+        this.name = name;
+    }
+
+    /**
+     * The lease table {@value #DEFAULT_NAME}.
+     *
+     * @return the table
+     */
+    public static PostgresLeaseTable defaultTable() {
+        return new PostgresLeaseTable(DEFAULT_NAME);
+    }
+
+    /**
+     * A lease table with the given name. Names are quoted in SQL, so they are case-sensitive.
+     *
+     * @param table letters, digits and underscores, not starting with a digit, at most 63 characters;
+     *     optionally schema-qualified ({@code locks.fenced_lease}) with a schema of the same form
+     * @return the table
+     * @throws IllegalArgumentException if the name is not of that form
+     */
+    public static PostgresLeaseTable named(String table) {
+        Objects.requireNonNull(table, "table must not be null");
+        int dot = table.indexOf('.');
+        boolean valid = dot < 0 ? PART.matcher(table).matches()
+                : PART.matcher(table.substring(0, dot)).matches() && PART.matcher(table.substring(dot + 1)).matches();
+        if (!valid) {
+            throw new IllegalArgumentException("Not a valid lease table name: '" + table + "' (use letters, digits and "
+                    + "underscores, not starting with a digit, at most 63 characters; it may be schema-qualified)");
+        }
+        return new PostgresLeaseTable(table);
+    }
+
+    /**
+     * The table name.
+     *
+     * @return the name as given
+     */
+    public String name() {
+        return name;
+    }
+
+    /**
+     * The DDL of this table, from the shipped resource.
+     *
+     * @return the {@code CREATE TABLE IF NOT EXISTS} statement
+     */
+    public String ddl() {
+        try (InputStream in = PostgresLeaseTable.class.getResourceAsStream(DDL_RESOURCE)) {
+            if (in == null) {
+                throw new IllegalStateException("Missing resource " + DDL_RESOURCE);
+            }
+            String sql = new String(in.readAllBytes(), StandardCharsets.UTF_8);
+            return sql.replace("CREATE TABLE IF NOT EXISTS " + DEFAULT_NAME,
+                    "CREATE TABLE IF NOT EXISTS \"" + name.replace(".", "\".\"") + "\"");
+        } catch (IOException e) {
+            throw new UncheckedIOException(e);
+        }
+    }
+
+    /**
+     * Creates the table if it does not exist, on a connection of its own. Cold: subscribing sends the DDL.
+     *
+     * @param connectionFactory the connection factory of the database
+     * @return completion; the driver's error if the DDL fails
+     */
+    public Mono<Void> create(ConnectionFactory connectionFactory) {
+        Objects.requireNonNull(connectionFactory, "connectionFactory must not be null");
+        // Reading the resource is blocking I/O: keep it off the caller's (possibly event-loop) thread.
+        return Mono.fromCallable(this::ddl)
+                .subscribeOn(Schedulers.boundedElastic())
+                .flatMap(ddl -> Mono.usingWhen(connectionFactory.create(),
+                        c -> Flux.from(c.createStatement(ddl).execute()).flatMap(Result::getRowsUpdated).then(),
+                        Connection::close));
+    }
+
+    @Override
+    public boolean equals(@Nullable Object other) {
+        return other instanceof PostgresLeaseTable that && name.equals(that.name);
+    }
+
+    @Override
+    public int hashCode() {
+        return name.hashCode();
+    }
+
+    @Override
+    public String toString() {
+        return "PostgresLeaseTable{" + name + "}";
+    }
+}

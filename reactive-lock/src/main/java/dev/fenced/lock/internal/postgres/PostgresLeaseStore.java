@@ -1,0 +1,199 @@
+package dev.fenced.lock.internal.postgres;
+
+import dev.fenced.lock.TokenScheme;
+import dev.fenced.lock.internal.ClientSettings;
+import dev.fenced.lock.internal.KeyLayout;
+import dev.fenced.lock.internal.LeaseStore;
+import io.r2dbc.spi.ConnectionFactory;
+import io.r2dbc.spi.Result;
+import io.r2dbc.spi.Statement;
+import java.util.ArrayList;
+import java.util.Collections;
+import java.util.List;
+import org.jspecify.annotations.Nullable;
+import reactor.core.publisher.Flux;
+import reactor.core.publisher.Mono;
+
+/**
+ * The lease store on PostgreSQL, over R2DBC: one row per lock in the lease table
+ * ({@code lease-table.sql} beside this class), keyed by the lock id. The row's token is the lock's counter:
+ * the row is never deleted, a release only clears its owner. Every operation is one auto-commit statement,
+ * so the grant and the token it mints commit together, and every expiry is decided by the database's clock
+ * ({@code clock_timestamp()}), never by the client's. Release notifications go through {@code NOTIFY} on the
+ * table's channel, with the lock id as payload ({@link ReleaseNotifications}); statements run on connections
+ * of the application's connection factory ({@link PostgresCommands}).
+ *
+ * <p>Thread-safe.
+ */
+public final class PostgresLeaseStore implements LeaseStore {
+
+    private final KeyLayout keys;
+    private final PostgresCommands commands;
+    private final ReleaseNotifications notifications;
+    private final String acquireSql;
+    private final String renewSql;
+    private final String releaseSql;
+    private final String channel;
+
+    private PostgresLeaseStore(ConnectionFactory connectionFactory, String table, ClientSettings settings) {
+        this.keys = new KeyLayout(settings.keyPrefix());
+        String quoted = quote(table);
+        this.channel = table.substring(table.indexOf('.') + 1);
+        // Timeouts fire on the loss scheduler: the errors they raise reach application code, never the renewal thread.
+        this.commands = new PostgresCommands(connectionFactory, settings.commandTimeout(), settings.lossScheduler(), quoted);
+        this.notifications = new ReleaseNotifications(commands, keys, settings.scheduler(), channel);
+        this.acquireSql = acquireSql(quoted, settings.tokenScheme() == TokenScheme.SERVER_TIME);
+        this.renewSql = "UPDATE " + quoted + " AS l SET expires_at = clock_timestamp() + r.ms * interval '1 millisecond'"
+                + " FROM unnest($1::text[], $2::text[], $3::bigint[], $4::bigint[]) WITH ORDINALITY AS r(lock_id, owner, token, ms, i)"
+                + " WHERE l.lock_id = r.lock_id AND l.owner = r.owner AND l.token = r.token AND l.expires_at > clock_timestamp()"
+                + " RETURNING r.i";
+        this.releaseSql = "WITH released AS (UPDATE " + quoted + " SET owner = NULL, expires_at = clock_timestamp()"
+                + " WHERE lock_id = $1 AND owner = $2 AND ($3::bigint IS NULL OR token = $3::bigint)"
+                + " AND expires_at > clock_timestamp() RETURNING lock_id)"
+                + " SELECT released.lock_id FROM released, pg_notify($4, released.lock_id)";
+    }
+
+    /**
+     * One statement grants a free or expired lock (minting the next token above the counter, the floor and,
+     * with server-time tokens, the database's time in microseconds), refreshes the owner's own live lease
+     * (keeping its token), or else reports the holder's remaining time. Two acquires racing for a new lock
+     * meet on the primary key: the loser waits for the winner's row and then sees it held. Its snapshot may
+     * predate that row, so its reply can hold no row at all: busy, time unknown.
+     */
+    private static String acquireSql(String table, boolean serverTime) {
+        String firstToken = serverTime ? "GREATEST($4 + 1, (extract(epoch FROM now.t) * 1000000)::bigint)" : "$4 + 1";
+        return "WITH now AS (SELECT clock_timestamp() AS t),"
+                + " granted AS (INSERT INTO " + table + " AS l (lock_id, owner, token, expires_at)"
+                + " SELECT $1, $2, " + firstToken + ", now.t + $3 * interval '1 millisecond' FROM now"
+                + " ON CONFLICT (lock_id) DO UPDATE SET owner = EXCLUDED.owner, expires_at = EXCLUDED.expires_at,"
+                + " token = CASE WHEN l.owner = EXCLUDED.owner AND l.expires_at > clock_timestamp() THEN l.token"
+                + " ELSE GREATEST(l.token + 1, EXCLUDED.token) END"
+                + " WHERE l.owner IS NULL OR l.expires_at <= clock_timestamp() OR l.owner = EXCLUDED.owner"
+                + " RETURNING l.token)"
+                + " SELECT true AS acquired, token, 0::bigint AS ttl FROM granted"
+                + " UNION ALL SELECT false, 0::bigint, GREATEST(1, ceil(extract(epoch FROM (h.expires_at - now.t)) * 1000))::bigint"
+                + " FROM " + table + " h, now WHERE h.lock_id = $1 AND NOT EXISTS (SELECT 1 FROM granted)";
+    }
+
+    /**
+     * A store on the lease table {@code table}, which must exist (see {@code PostgresLeaseTable.create}).
+     *
+     * @param connectionFactory the application's connection factory of r2dbc-postgresql, normally a pool: every
+     *     statement takes a connection of it for its duration, and the release notifications hold one
+     * @param table the lease table's name, already validated (optionally schema-qualified)
+     * @param settings the client settings
+     * @return the store
+     */
+    public static PostgresLeaseStore open(ConnectionFactory connectionFactory, String table, ClientSettings settings) {
+        return new PostgresLeaseStore(connectionFactory, table, settings);
+    }
+
+    /**
+     * Quotes a validated table name, part by part.
+     *
+     * @param table the name, optionally schema-qualified
+     * @return the quoted name
+     */
+    static String quote(String table) {
+        return "\"" + table.replace(".", "\".\"") + "\"";
+    }
+
+    @Override
+    public Mono<AcquireReply> acquire(String name, String owner, long leaseMillis, long floor) {
+        String lockId = keys.lockKey(name);
+        return commands.run(name, "acquire", c -> rows(c.createStatement(acquireSql)
+                        .bind(0, lockId).bind(1, owner).bind(2, leaseMillis).bind(3, floor),
+                        r -> r.map((row, meta) -> Boolean.TRUE.equals(row.get("acquired", Boolean.class))
+                                ? AcquireReply.acquired(longOf(row.get("token", Long.class)))
+                                : AcquireReply.busy(longOf(row.get("ttl", Long.class)))))
+                        .next()
+                        // Lost the race for a new lock to an acquire that our statement's snapshot does not show.
+                        .defaultIfEmpty(AcquireReply.busy(-1)));
+    }
+
+    @Override
+    public Mono<List<Boolean>> renew(List<RenewRequest> leases) {
+        if (leases.isEmpty()) {
+            return Mono.just(List.of());
+        }
+        String what = leases.size() == 1 ? leases.get(0).name() : "";
+        int n = leases.size();
+        String[] lockIds = new String[n];
+        String[] owners = new String[n];
+        Long[] tokens = new Long[n];
+        Long[] millis = new Long[n];
+        for (int i = 0; i < n; i++) {
+            RenewRequest r = leases.get(i);
+            lockIds[i] = keys.lockKey(r.name());
+            owners[i] = r.owner();
+            tokens[i] = r.token();
+            millis[i] = r.leaseMillis();
+        }
+        return commands.run(what, "renew " + n + " lease(s)", c -> rows(c.createStatement(renewSql)
+                        .bind(0, lockIds).bind(1, owners).bind(2, tokens).bind(3, millis),
+                        r -> r.map((row, meta) -> longOf(row.get("i", Long.class))))
+                .collectList()
+                .map(renewed -> {
+                    List<Boolean> held = new ArrayList<>(Collections.nCopies(n, Boolean.FALSE));
+                    renewed.forEach(ordinal -> held.set((int) (ordinal - 1), Boolean.TRUE));
+                    return held;
+                }));
+    }
+
+    @Override
+    public Mono<Boolean> release(String name, String owner, @Nullable Long token) {
+        String lockId = keys.lockKey(name);
+        return commands.run(name, "release", c -> {
+            Statement statement = c.createStatement(releaseSql).bind(0, lockId).bind(1, owner).bind(3, channel);
+            statement = token == null ? statement.bindNull(2, Long.class) : statement.bind(2, token);
+            return rows(statement, r -> r.map((row, meta) -> Boolean.TRUE)).hasElements();
+        });
+    }
+
+    @Override
+    public Flux<Long> releases(String name) {
+        return notifications.releases(name);
+    }
+
+    /**
+     * Never emits. A restart of PostgreSQL keeps every lease and counter (they are committed rows), so it
+     * loses no lease and needs no signal. A failover to an asynchronous standby can lose the newest commits
+     * (a grant, a renewal, counter increments) and is not detected here: that window is closed by the
+     * storage check (server-time tokens stay above the lost ones; an equal token of another owner is
+     * refused by the fence rule), as the README's "Locks on PostgreSQL" states.
+     */
+    @Override
+    public Flux<String> serverChanges() {
+        return Flux.never();
+    }
+
+    @Override
+    public boolean neverSent(Throwable error) {
+        return PostgresErrors.neverSent(error);
+    }
+
+    @Override
+    public boolean onIoThread() {
+        // r2dbc-postgresql runs on Reactor Netty's event loops.
+        return Thread.currentThread() instanceof io.netty.util.concurrent.FastThreadLocalThread;
+    }
+
+    @Override
+    public Mono<Void> ping() {
+        return commands.run("", "ping", c -> rows(c.createStatement("SELECT 1"), r -> r.map((row, meta) -> 1)).then());
+    }
+
+    @Override
+    public Mono<Void> close() {
+        commands.close();
+        return notifications.close();
+    }
+
+    private static <T> Flux<T> rows(Statement statement, java.util.function.Function<Result, org.reactivestreams.Publisher<T>> map) {
+        return Flux.from(statement.execute()).concatMap(map);
+    }
+
+    private static long longOf(@Nullable Long value) {
+        return value == null ? 0 : value;
+    }
+}

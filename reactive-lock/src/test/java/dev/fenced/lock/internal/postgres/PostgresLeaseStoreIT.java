@@ -1,0 +1,187 @@
+package dev.fenced.lock.internal.postgres;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import dev.fenced.lock.LockServiceException;
+import dev.fenced.lock.PostgresLeaseTable;
+import dev.fenced.lock.TokenScheme;
+import dev.fenced.lock.internal.ClientSettings;
+import dev.fenced.lock.internal.LeaseStore;
+import dev.fenced.lock.internal.LeaseStore.AcquireReply;
+import dev.fenced.lock.internal.LeaseStore.RenewRequest;
+import dev.fenced.lock.internal.LeaseStoreContract;
+import dev.fenced.testservices.PostgresServer;
+import dev.fenced.testservices.PostgresServerExtension;
+import io.r2dbc.pool.ConnectionPool;
+import io.r2dbc.pool.ConnectionPoolConfiguration;
+import io.r2dbc.spi.ConnectionFactories;
+import io.r2dbc.spi.Connection;
+import java.time.Duration;
+import java.util.List;
+import java.util.UUID;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.BeforeEach;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.extension.ExtendWith;
+import reactor.core.publisher.Flux;
+import reactor.core.scheduler.Schedulers;
+import reactor.test.StepVerifier;
+
+/** The store contract on PostgreSQL with the default server-time tokens, and what the database adds. */
+@ExtendWith(PostgresServerExtension.class)
+class PostgresLeaseStoreIT extends LeaseStoreContract {
+
+    /** A table of its own, so that its channel and rows are this suite's alone. */
+    static final String TABLE = "fenced_lease_it";
+
+    private ConnectionPool pool;
+    private ClientSettings settings;
+    private PostgresLeaseStore store;
+
+    /** The scheme the store under test mints tokens with. */
+    TokenScheme scheme() {
+        return TokenScheme.SERVER_TIME;
+    }
+
+    @BeforeEach
+    void connect(PostgresServer postgres) {
+        pool = new ConnectionPool(ConnectionPoolConfiguration.builder(ConnectionFactories.get(postgres.r2dbcUrl()))
+                .maxSize(8).build());
+        PostgresLeaseTable.named(TABLE).create(pool).block(Duration.ofSeconds(30));
+        settings = ClientSettings.of("it-" + UUID.randomUUID() + ":", Duration.ofSeconds(30), null, Duration.ofSeconds(30), null, null)
+                .withTokenScheme(scheme());
+        store = PostgresLeaseStore.open(pool, TABLE, settings);
+    }
+
+    @AfterEach
+    void close() {
+        store.close().block(Duration.ofSeconds(10));
+        settings.scheduler().dispose();
+        pool.disposeLater().block(Duration.ofSeconds(10));
+    }
+
+    @Override
+    protected LeaseStore store() {
+        return store;
+    }
+
+    @Override
+    protected boolean consecutiveTokens() {
+        return scheme() == TokenScheme.COUNTER;
+    }
+
+    @Override
+    protected void elapse(Duration duration) {
+        sleep(duration);
+    }
+
+    private <T> List<T> sql(String sql, Class<T> type, Object... args) {
+        return Flux.usingWhen(pool.create(), c -> {
+            var statement = c.createStatement(sql);
+            for (int i = 0; i < args.length; i++) {
+                statement.bind(i, args[i]);
+            }
+            return Flux.from(statement.execute()).concatMap(r -> r.map((row, meta) -> row.get(0, type)));
+        }, Connection::close).collectList().block(Duration.ofSeconds(10));
+    }
+
+    private AcquireReply grant(String name, String owner, long leaseMillis) {
+        AcquireReply reply = store.acquire(name, owner, leaseMillis, 0).block(Duration.ofSeconds(5));
+        assertThat(reply).isNotNull();
+        assertThat(reply.acquired()).isTrue();
+        return reply;
+    }
+
+    private String lockId(String name) {
+        return settings.keyPrefix() + "{" + name + "}";
+    }
+
+    @Test
+    void aTokenIsAtLeastTheDatabaseTimeInMicroseconds() {
+        String name = "time-" + UUID.randomUUID();
+        if (consecutiveTokens()) {
+            assertThat(grant(name, "a", 10_000).token()).isEqualTo(1);
+            return;
+        }
+        String micros = "SELECT (extract(epoch FROM clock_timestamp()) * 1000000)::bigint";
+        long before = sql(micros, Long.class).get(0);
+        long token = grant(name, "a", 10_000).token();
+        assertThat(token).isBetween(before, sql(micros, Long.class).get(0));
+    }
+
+    @Test
+    void theDatabaseClockDecidesExpiry() {
+        String name = "clock-" + UUID.randomUUID();
+        AcquireReply a = grant(name, "a", 60_000);
+        // The database's clock passed the lease's expiry, whatever the client's clock says.
+        sql("UPDATE " + TABLE + " SET expires_at = clock_timestamp() - interval '1 second' WHERE lock_id = $1 RETURNING token",
+                Long.class, lockId(name));
+        assertThat(store.renew(List.of(new RenewRequest(name, "a", a.token(), 60_000))).block(Duration.ofSeconds(5)))
+                .containsExactly(false);
+        AcquireReply b = grant(name, "b", 60_000);
+        assertThat(b.token()).isGreaterThan(a.token());
+        assertThat(store.release(name, "a", a.token()).block(Duration.ofSeconds(5))).isFalse();
+    }
+
+    @Test
+    void theRowKeepsTheLastTokenAfterRelease() {
+        String name = "row-" + UUID.randomUUID();
+        AcquireReply a = grant(name, "a", 10_000);
+        assertThat(store.release(name, "a", a.token()).block(Duration.ofSeconds(5))).isTrue();
+        assertThat(sql("SELECT token FROM " + TABLE + " WHERE lock_id = $1 AND owner IS NULL", Long.class, lockId(name)))
+                .containsExactly(a.token());
+    }
+
+    @Test
+    void racingAcquiresOfANewLockGrantItOnce() {
+        String name = "race-" + UUID.randomUUID();
+        List<AcquireReply> replies = Flux.range(0, 8)
+                .flatMap(i -> store.acquire(name, "owner-" + i, 10_000, 0))
+                .collectList().block(Duration.ofSeconds(10));
+        assertThat(replies).filteredOn(AcquireReply::acquired).hasSize(1);
+    }
+
+    @Test
+    void releaseNotificationsResumeAfterTheListeningConnectionIsLost() {
+        String name = "relisten-" + UUID.randomUUID();
+        AcquireReply a = grant(name, "a", 10_000);
+        long[] seen = new long[1];
+        // The steps block: run them off the event loop that delivers the counts.
+        StepVerifier.create(store.releases(name).publishOn(Schedulers.boundedElastic()))
+                .consumeNextWith(count -> seen[0] = count)
+                .then(() -> sql("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE query = $1",
+                        Boolean.class, "LISTEN \"" + TABLE + "\""))
+                // Once listening again, releases missed meanwhile count as one.
+                .consumeNextWith(count -> {
+                    assertThat(count).isGreaterThan(seen[0]);
+                    seen[0] = count;
+                })
+                .then(() -> store.release(name, "a", a.token()).block(Duration.ofSeconds(5)))
+                .expectNextMatches(count -> count > seen[0])
+                .thenCancel()
+                .verify(Duration.ofSeconds(20));
+    }
+
+    @Test
+    void aMissingTableIsNamedInTheError() {
+        PostgresLeaseStore missing = PostgresLeaseStore.open(pool, "no_such_lease_table", settings);
+        StepVerifier.create(missing.acquire("x", "a", 10_000, 0))
+                .verifyErrorSatisfies(e -> assertThat(e)
+                        .isInstanceOf(LockServiceException.class)
+                        .hasMessageContaining("the lease table \"no_such_lease_table\" does not exist (create it with "
+                                + "PostgresLeaseTable.create)"));
+        missing.close().block(Duration.ofSeconds(5));
+    }
+
+    @Test
+    void aCommandWithoutAConnectionWasNeverSent() {
+        PostgresLeaseStore unreachable = PostgresLeaseStore.open(
+                ConnectionFactories.get("r2dbc:postgresql://postgres@127.0.0.1:1/test"), TABLE, settings);
+        StepVerifier.create(unreachable.acquire("x", "a", 10_000, 0))
+                .verifyErrorSatisfies(e -> {
+                    assertThat(e).isInstanceOf(LockServiceException.class).hasMessageContaining("cannot connect to PostgreSQL");
+                    assertThat(unreachable.neverSent(e)).isTrue();
+                });
+        unreachable.close().block(Duration.ofSeconds(5));
+    }
+}
