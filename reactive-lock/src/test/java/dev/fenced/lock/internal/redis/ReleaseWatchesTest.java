@@ -109,4 +109,19 @@ class ReleaseWatchesTest {
         second.dispose();
         watches.close();
     }
+
+    @Test
+    void aWatchThatEndsWhileTheConnectionOpensLeavesNoSubscriptionBehind() {
+        OpeningConnections connections = new OpeningConnections();
+        RedisCommands commands = new RedisCommands(connections, Duration.ofSeconds(5), Schedulers.parallel());
+        ReleaseWatches watches = new ReleaseWatches(connections, commands, new KeyLayout("t:"), Schedulers.parallel());
+
+        watches.releases("b").subscribe().dispose(); // a waiter that came and went before the connection opened
+        connections.opened.complete(null);
+
+        String channel = "t:{b}:released";
+        // Out of order, the SUBSCRIBE would come last and leave the channel subscribed with nobody watching.
+        assertThat(connections.sent).containsExactly("SUBSCRIBE " + channel, "UNSUBSCRIBE " + channel);
+        watches.close();
+    }
 }
