@@ -1,7 +1,5 @@
 package dev.fenced.testservices;
 
-import java.net.URI;
-import java.net.URISyntaxException;
 import java.util.Objects;
 
 import org.jspecify.annotations.Nullable;
@@ -38,35 +36,8 @@ public final class PostgresServer {
      *     but never repeats the value, which may hold a password
      */
     static PostgresServer fromEnvironment(String variable, String value) {
-        URI url;
-        try {
-            url = new URI(value.strip());
-        } catch (URISyntaxException e) {
-            throw invalid(variable);
-        }
-        String scheme = url.getScheme();
-        String userInfo = url.getRawUserInfo();
-        String path = url.getRawPath();
-        if (!("postgresql".equalsIgnoreCase(scheme) || "postgres".equalsIgnoreCase(scheme)) || url.getHost() == null
-                || userInfo == null || userInfo.isEmpty() || userInfo.startsWith(":")
-                || path == null || path.length() < 2 || path.indexOf('/', 1) >= 0
-                || url.getRawQuery() != null || url.getRawFragment() != null) {
-            throw invalid(variable);
-        }
-        int port = Urls.port(url, DEFAULT_PORT);
-        if (port == -1) {
-            throw invalid(variable);
-        }
-        int colon = userInfo.indexOf(':');
-        String username = Urls.decode(colon < 0 ? userInfo : userInfo.substring(0, colon));
-        String password = colon < 0 ? "" : Urls.decode(userInfo.substring(colon + 1));
-        String database = Urls.decode(path.substring(1));
-        return new PostgresServer(Urls.host(url), port, database, username, password, ServiceSource.ENVIRONMENT);
-    }
-
-    private static IllegalArgumentException invalid(String variable) {
-        return new IllegalArgumentException(
-                variable + " must be postgresql://user[:password]@host[:port]/database (no options)");
+        Urls.DatabaseUrl url = Urls.DatabaseUrl.parse(variable, value, DEFAULT_PORT, "postgresql", "postgres");
+        return new PostgresServer(url.host(), url.port(), url.database(), url.username(), url.password(), ServiceSource.ENVIRONMENT);
     }
 
     /** The host name or IP address to connect to, without brackets for IPv6. */
@@ -108,8 +79,7 @@ public final class PostgresServer {
      * {@code user:password@} when it is not empty. Parts are percent-encoded.
      */
     public String r2dbcUrl() {
-        String credentials = Urls.encode(username) + (password.isEmpty() ? "" : ":" + Urls.encode(password));
-        return "r2dbc:postgresql://" + credentials + "@" + Urls.authority(host, port) + "/" + Urls.encode(database);
+        return Urls.r2dbcUrl("postgresql", host, port, database, username, password);
     }
 
     /** Where this server came from. */
