@@ -70,7 +70,7 @@ final class AcquireWaiter {
     private @Nullable Disposable deadline;
 
     private AcquireWaiter(LeaseRuntime runtime, Waiters waiters, AcquireAttempt attempts, String name, long leaseNanos,
-            Duration maxWait, int maxWaiters, MonoSink<HeldLease> sink) {
+            Duration maxWait, int maxWaiters, long startedAt, MonoSink<HeldLease> sink) {
         this.runtime = runtime;
         this.waiters = waiters;
         this.attempts = attempts;
@@ -78,7 +78,7 @@ final class AcquireWaiter {
         this.leaseNanos = leaseNanos;
         this.maxWait = maxWait;
         this.maxWaiters = maxWaiters;
-        this.startedAt = runtime.now();
+        this.startedAt = startedAt;
         this.sink = sink;
     }
 
@@ -86,11 +86,27 @@ final class AcquireWaiter {
      * Waits up to {@code maxWait} for the lock. The timer of the wait starts when the lock turns out to be
      * held (so an uncontended acquire schedules nothing: its one attempt is bounded by the command timeout), or
      * at once when the wait is no longer than the command timeout or the acquire queues behind others.
+     *
+     * <p>An uncontended acquire costs no more than a single attempt: unless the wait must be timed from the start
+     * or others of this client already wait for the lock, the first attempt runs as the subscriber's own, and a
+     * waiter exists only once it finds the lock held. Until then nothing is registered: a close that begins
+     * meanwhile ends the attempt through {@link AcquireAttempt} (its grant is released, and it fails with
+     * {@link LockClientClosedException}).
      */
     static Mono<HeldLease> waitFor(LeaseRuntime runtime, Waiters waiters, AcquireAttempt attempts, String name,
             long leaseNanos, Duration maxWait, int maxWaiters) {
-        return Mono.create(sink -> new AcquireWaiter(runtime, waiters, attempts, name, leaseNanos, maxWait, maxWaiters, sink)
-                .start());
+        return Mono.defer(() -> {
+            if (maxWait.compareTo(runtime.commandTimeout()) <= 0 || waiters.hasWaiters(name)) {
+                return Mono.create(sink -> new AcquireWaiter(runtime, waiters, attempts, name, leaseNanos, maxWait,
+                        maxWaiters, runtime.now(), sink).start());
+            }
+            long startedAt = runtime.now();
+            return attempts.run(name, leaseNanos).flatMap(first -> {
+                HeldLease lease = first.lease();
+                return lease != null ? Mono.just(lease) : Mono.<HeldLease>create(sink -> new AcquireWaiter(runtime, waiters,
+                        attempts, name, leaseNanos, maxWait, maxWaiters, startedAt, sink).afterBusyFirstAttempt(first));
+            });
+        });
     }
 
     String name() {
@@ -120,6 +136,28 @@ final class AcquireWaiter {
         } else {
             attempt();
         }
+    }
+
+    /**
+     * Starts a waiter whose first attempt ran before it existed and found the lock held: as {@link #onResult}
+     * does for a busy first attempt, it arms the timer of the wait (what is left of it) and joins the queue.
+     */
+    private void afterBusyFirstAttempt(AcquireAttempt.Result first) {
+        sink.onCancel(() -> end(null, null));
+        if (!waiters.register(this)) {
+            end(null, LockClientClosedException.of(name));
+            return;
+        }
+        synchronized (this) {
+            if (state == State.DONE) {
+                return;
+            }
+            lastHolderTtlMillis = first.holderTtlMillis();
+            state = State.JOINING;
+            long left = maxWait.toNanos() - (runtime.now() - startedAt);
+            deadline = deadlineTimer(Math.max(0, left));
+        }
+        join();
     }
 
     /** After the first busy reply: join the lock's wait queue, which confirms listening with onListening. */

@@ -2,17 +2,21 @@ package dev.fenced.lock.internal;
 
 import java.util.ArrayList;
 import java.util.List;
+import java.util.concurrent.atomic.AtomicInteger;
 import reactor.core.publisher.Mono;
 
 /**
  * The store commands that the lifecycle sends on its own (releases, undos of abandoned acquires, acquires
  * in flight), so that closing lets them finish before it closes the connections: a release cut off by
- * close would leave its lock held for a whole lease. Thread-safe; the count is guarded by the monitor.
+ * close would leave its lock held for a whole lease. Thread-safe. The count is lock-free, since every acquire
+ * and release passes here; the monitor guards only the callbacks of {@link #idle()}, which only close asks for.
  */
 final class InFlight {
 
-    private int count;
-    private final List<Runnable> whenIdle = new ArrayList<>();
+    private final AtomicInteger count = new AtomicInteger();
+    // Set once someone waits for idle: until then a command that ends need not look at the callbacks.
+    private volatile boolean watched;
+    private final List<Runnable> whenIdle = new ArrayList<>(); // guarded by this
 
     /**
      * Counts {@code command} as in flight from its subscription until it terminates or is cancelled.
@@ -23,17 +27,22 @@ final class InFlight {
      */
     <T> Mono<T> track(Mono<T> command) {
         return Mono.defer(() -> {
-            synchronized (this) {
-                count++;
-            }
+            count.incrementAndGet();
             return command.doFinally(signal -> done());
         });
     }
 
     private void done() {
+        if (count.decrementAndGet() == 0 && watched) {
+            runIdleCallbacks();
+        }
+    }
+
+    /** Runs the callbacks waiting for idle, if nothing is in flight now (another command may have started). */
+    private void runIdleCallbacks() {
         List<Runnable> idle;
         synchronized (this) {
-            if (--count > 0 || whenIdle.isEmpty()) {
+            if (count.get() > 0 || whenIdle.isEmpty()) {
                 return;
             }
             idle = new ArrayList<>(whenIdle);
@@ -50,12 +59,11 @@ final class InFlight {
     Mono<Void> idle() {
         return Mono.create(sink -> {
             synchronized (this) {
-                if (count > 0) {
-                    whenIdle.add(sink::success);
-                    return;
-                }
+                whenIdle.add(sink::success);
+                watched = true;
             }
-            sink.success();
+            // A command that ended before watched was set did not look: look now.
+            runIdleCallbacks();
         });
     }
 }

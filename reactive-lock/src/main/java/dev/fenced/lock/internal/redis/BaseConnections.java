@@ -215,11 +215,19 @@ abstract class BaseConnections<C extends StatefulConnection<String, String>, P e
         if (!ownsClient) {
             return connections;
         }
+        // The client was given its resources (LockClientResources), so its shutdown leaves them: shut them down after it.
         return connections.then(Mono.fromFuture(() -> client.shutdownAsync(0, 2, TimeUnit.SECONDS), true))
+                .then(Mono.fromFuture(() -> resourcesShutdown(client.getResources()), true))
                 .onErrorResume(e -> {
                     log.debug("Shutting down the Redis client failed: {}", e.toString());
                     return Mono.empty();
                 });
+    }
+
+    private static CompletableFuture<Void> resourcesShutdown(io.lettuce.core.resource.ClientResources resources) {
+        CompletableFuture<Void> done = new CompletableFuture<>();
+        resources.shutdown(0, 2, TimeUnit.SECONDS).addListener(f -> done.complete(null));
+        return done;
     }
 
     /**

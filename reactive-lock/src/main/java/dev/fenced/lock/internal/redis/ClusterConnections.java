@@ -42,7 +42,7 @@ final class ClusterConnections extends BaseConnections<StatefulRedisClusterConne
      * command timeout, and a topology refreshed on redirections and reconnects and every 30 seconds.
      */
     static ClusterConnections owned(List<RedisURI> seeds, Duration commandTimeout, String keyPrefix, RedisConnections.Listener listener) {
-        RedisClusterClient client = RedisClusterClient.create(seeds);
+        RedisClusterClient client = RedisClusterClient.create(LockClientResources.create(), seeds);
         ClusterClientOptions.Builder options = lockClientOptions(ClusterClientOptions.builder(), commandTimeout);
         options.topologyRefreshOptions(ClusterTopologyRefreshOptions.builder()
                 .enableAllAdaptiveRefreshTriggers()

@@ -31,7 +31,7 @@ final class StandaloneConnections extends BaseConnections<StatefulRedisConnectio
      * (never buffered) and time out after the command timeout.
      */
     static StandaloneConnections owned(RedisURI uri, Duration commandTimeout, String keyPrefix, RedisConnections.Listener listener) {
-        RedisClient client = RedisClient.create(uri);
+        RedisClient client = RedisClient.create(LockClientResources.create(), uri);
         client.setOptions(lockClientOptions(ClientOptions.builder(), commandTimeout).build());
         return new StandaloneConnections(client, true, uri, keyPrefix, listener);
     }
