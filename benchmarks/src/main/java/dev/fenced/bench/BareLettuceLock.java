@@ -1,15 +1,25 @@
 package dev.fenced.bench;
 
 import io.lettuce.core.RedisClient;
+import io.lettuce.core.RedisURI;
 import io.lettuce.core.ScriptOutputType;
 import io.lettuce.core.api.StatefulRedisConnection;
 import io.lettuce.core.api.reactive.RedisReactiveCommands;
+import io.lettuce.core.resource.ClientResources;
+import io.lettuce.core.resource.NettyCustomizer;
+import io.netty.channel.Channel;
+import io.netty.handler.flush.FlushConsolidationHandler;
 import java.util.concurrent.atomic.AtomicLong;
 import reactor.core.publisher.Mono;
 
 /**
  * The floor any Redis lock with fencing tokens pays: one script that sets the lock if absent and increments
  * a counter, one that deletes the lock if it still holds our value. No renewal, no waiting, no loss tracking.
+ *
+ * <p>Two floors: the naive lock on a Lettuce client with its default resources, and the same lock with the
+ * flushes of a read consolidated (Netty's {@code FlushConsolidationHandler}, which Fenced's own Lettuce clients
+ * use): commands that reply callbacks send while a read is decoded leave in one write. The second is the
+ * floor of the transport Fenced uses; the first is what a naive lock gets.
  */
 final class BareLettuceLock implements LockUnderTest {
 
@@ -17,6 +27,8 @@ final class BareLettuceLock implements LockUnderTest {
             + "return redis.call('INCR', KEYS[2]) end return 0";
     static final String RELEASE = "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0";
 
+    private final ClientResources resources;
+    private final boolean consolidated;
     private final RedisClient client;
     private final StatefulRedisConnection<String, String> connection;
     private final RedisReactiveCommands<String, String> redis;
@@ -25,8 +37,22 @@ final class BareLettuceLock implements LockUnderTest {
     private final String prefix;
     private final AtomicLong owners = new AtomicLong();
 
-    BareLettuceLock(String redisUri, String prefix) {
-        this.client = RedisClient.create(redisUri);
+    /** The label of the floor with consolidated flushes. */
+    static final String CONSOLIDATED = "bare lock, flushes consolidated";
+
+    BareLettuceLock(String redisUri, String prefix, boolean consolidateFlushes) {
+        this.consolidated = consolidateFlushes;
+        ClientResources.Builder builder = ClientResources.builder();
+        if (consolidateFlushes) {
+            builder.nettyCustomizer(new NettyCustomizer() {
+                @Override
+                public void afterChannelInitialized(Channel channel) {
+                    channel.pipeline().addFirst(new FlushConsolidationHandler(256, false));
+                }
+            });
+        }
+        this.resources = builder.build();
+        this.client = RedisClient.create(resources, RedisURI.create(redisUri));
         this.connection = client.connect();
         this.redis = connection.reactive();
         this.acquireSha = connection.sync().scriptLoad(ACQUIRE);
@@ -36,7 +62,7 @@ final class BareLettuceLock implements LockUnderTest {
 
     @Override
     public String label() {
-        return "bare Lettuce lock";
+        return consolidated ? CONSOLIDATED : "bare Lettuce lock";
     }
 
     @Override
@@ -54,5 +80,6 @@ final class BareLettuceLock implements LockUnderTest {
     public void close() {
         connection.close();
         client.shutdown();
+        resources.shutdown();
     }
 }

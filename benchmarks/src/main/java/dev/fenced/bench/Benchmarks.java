@@ -98,12 +98,13 @@ public final class Benchmarks {
         try (RedisStats stats = new RedisStats(uri)) {
             report.redisVersion(stats.serverVersion());
             try (FencedLock fenced = new FencedLock(uri, prefix + "f:");
-                    BareLettuceLock bare = new BareLettuceLock(uri, prefix + "b:");
+                    BareLettuceLock bare = new BareLettuceLock(uri, prefix + "b:", false);
+                    BareLettuceLock bareConsolidated = new BareLettuceLock(uri, prefix + "bc:", true);
                     RedissonLock rlock = new RedissonLock(RedissonLock.Kind.RLOCK, uri, prefix + "r:");
                     RedissonLock rfenced = new RedissonLock(RedissonLock.Kind.FENCED, uri, prefix + "rf:")) {
                 for (int inFlight : new int[] {1, 64, 1_024}) {
                     int pairs = inFlight == 1 ? mode.serialPairs : mode.pairs;
-                    report.uncontended(interleaved(List.of(fenced, bare, rlock, rfenced), inFlight, pairs, mode));
+                    report.uncontended(interleaved(List.of(fenced, bare, bareConsolidated, rlock, rfenced), inFlight, pairs, mode, stats));
                 }
                 report.limit(limits(redis, mode));
                 for (WaitingLock lock : List.<WaitingLock>of(fenced, rlock, rfenced)) {
@@ -140,7 +141,7 @@ public final class Benchmarks {
                 try (FencedLock lock = FencedLock.onPostgres(counted, table, prefix)) {
                     for (int inFlight : new int[] {1, 64}) {
                         report.postgresUncontended(interleaved(List.of(lock), inFlight,
-                                inFlight == 1 ? mode.serialPairs : mode.pairs, mode).get(0));
+                                inFlight == 1 ? mode.serialPairs : mode.pairs, mode, counted).get(0));
                     }
                     report.contended(Workloads.contended(lock, counted, 64, mode.contention));
                 }
@@ -199,14 +200,14 @@ public final class Benchmarks {
         return sorted.get(sorted.size() / 2);
     }
 
-    /** Warm-up rounds, then the median round by throughput. */
     /**
      * Every lock in every round, each round starting with another lock, so that no lock always runs first (on a
      * cold JIT, a fresh connection) or right after a given other one; the warm-up rounds run every lock too, so
      * that each one's code is compiled before any is measured. Returns each lock's median round, in the order
      * given.
      */
-    private static List<Workloads.Uncontended> interleaved(List<LockUnderTest> locks, int inFlight, int pairs, Mode mode) {
+    private static List<Workloads.Uncontended> interleaved(List<LockUnderTest> locks, int inFlight, int pairs, Mode mode,
+            ServerCounters server) {
         List<List<Workloads.Uncontended>> rounds = new ArrayList<>();
         for (int i = 0; i < locks.size(); i++) {
             rounds.add(new ArrayList<>());
@@ -215,7 +216,7 @@ public final class Benchmarks {
             for (int k = 0; k < locks.size(); k++) {
                 int which = (round + k) % locks.size();
                 String name = (round < mode.warmups ? "warm-" : "run-") + inFlight + "-" + round;
-                Workloads.Uncontended result = Workloads.uncontended(locks.get(which), inFlight, pairs, name);
+                Workloads.Uncontended result = Workloads.uncontended(locks.get(which), inFlight, pairs, name, server);
                 if (round >= mode.warmups) {
                     rounds.get(which).add(result);
                 }

@@ -61,6 +61,17 @@ final class RedisStats implements ServerCounters, AutoCloseable {
         return total;
     }
 
+    @Override
+    public double cpuSeconds() {
+        double seconds = 0;
+        for (String line : connection.sync().info("cpu").split("\r?\n")) {
+            if (line.startsWith("used_cpu_sys:") || line.startsWith("used_cpu_user:")) {
+                seconds += Double.parseDouble(line.substring(line.indexOf(':') + 1).trim());
+            }
+        }
+        return seconds;
+    }
+
     String serverVersion() {
         for (String line : connection.sync().info("server").split("\r?\n")) {
             if (line.startsWith("redis_version:")) {

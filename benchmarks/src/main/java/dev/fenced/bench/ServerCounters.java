@@ -8,4 +8,12 @@ interface ServerCounters {
 
     /** Commands the server executed so far (on Redis including those inside scripts; on PostgreSQL, statements). */
     long commands();
+
+    /**
+     * CPU time the server process has used so far, in seconds (user and system), or a negative number when it
+     * cannot be read.
+     */
+    default double cpuSeconds() {
+        return -1;
+    }
 }

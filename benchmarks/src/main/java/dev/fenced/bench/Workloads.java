@@ -15,11 +15,19 @@ final class Workloads {
     }
 
     /** Uncontended acquire+release pairs on distinct names. */
-    record Uncontended(String lock, int inFlight, int pairs, double pairsPerSecond, double p50Micros, double p99Micros) {
+    /**
+     * @param clientCpuMicros CPU time of the whole JVM per pair (every thread: the lock's, the JIT's, the
+     *        collector's, the idle peers')
+     * @param serverCpuMicros CPU time of the server per pair, negative when it cannot be read
+     */
+    record Uncontended(String lock, int inFlight, int pairs, double pairsPerSecond, double p50Micros, double p99Micros,
+            double clientCpuMicros, double serverCpuMicros) {
     }
 
-    static Uncontended uncontended(LockUnderTest lock, int inFlight, int pairs, String round) {
+    static Uncontended uncontended(LockUnderTest lock, int inFlight, int pairs, String round, ServerCounters server) {
         Latencies latencies = new Latencies(pairs);
+        double serverCpuBefore = server.cpuSeconds();
+        long cpuBefore = processCpuNanos();
         long start = System.nanoTime();
         Flux.range(0, pairs)
                 .flatMap(i -> Mono.defer(() -> {
@@ -28,8 +36,16 @@ final class Workloads {
                 }), inFlight)
                 .blockLast(Duration.ofMinutes(10));
         double seconds = (System.nanoTime() - start) / 1e9;
+        double clientCpu = (processCpuNanos() - cpuBefore) / 1e3 / pairs;
+        double serverCpuAfter = server.cpuSeconds();
+        double serverCpu = serverCpuBefore < 0 || serverCpuAfter < 0 ? -1 : (serverCpuAfter - serverCpuBefore) * 1e6 / pairs;
         return new Uncontended(lock.label(), inFlight, pairs, pairs / seconds, latencies.percentileMicros(50),
-                latencies.percentileMicros(99));
+                latencies.percentileMicros(99), clientCpu, serverCpu);
+    }
+
+    /** CPU time of this JVM so far, every thread. */
+    private static long processCpuNanos() {
+        return ((com.sun.management.OperatingSystemMXBean) ManagementFactory.getOperatingSystemMXBean()).getProcessCpuTime();
     }
 
     /** Many workers contending for one lock name through one client. */

@@ -25,10 +25,12 @@ class BenchmarksIT {
 
         assertThat(report).contains("## Uncontended acquire + release pairs", "## Contended: 64 workers", "## Held leases",
                 "## Storage: PostgreSQL over R2DBC", "## Against the targets of the benchmark issue");
-        // Four peers' pairs/s, then Fenced / bare, / RLock and / RFencedLock, at each in-flight count.
-        assertThat(report.lines().filter(l -> l.matches("\\| (1|64|1024) \\|( " + NUMBER + " \\|){7}"))).hasSize(3);
-        assertThat(report.lines().filter(l -> l.matches("\\| (1|64|1024) \\|( " + NUMBER + " / " + NUMBER + " \\|){4}")))
-                .hasSize(3);
+        // Five peers' pairs/s, then Fenced / each of the other four, at each in-flight count.
+        assertThat(report.lines().filter(l -> l.matches("\\| (1|64|1024) \\|( " + NUMBER + " \\|){9}"))).hasSize(3);
+        // CPU per pair (client / Redis), then latency (p50 / p99), of the five peers at each in-flight count.
+        assertThat(report).contains("CPU time per pair in µs");
+        assertThat(report.lines().filter(l -> l.matches("\\| (1|64|1024) \\|( " + NUMBER + " / " + NUMBER + " \\|){5}")))
+                .hasSize(6);
         // Fenced on PostgreSQL: pairs/s, p50, p99 and the ratio to Fenced on Redis, at 1 and 64 in flight.
         assertThat(report).contains("## Fenced on PostgreSQL: uncontended acquire + release pairs");
         assertThat(report.lines().filter(l -> l.matches("\\| (1|64) \\|( " + NUMBER + " \\|){4}"))).hasSize(2);
