@@ -145,7 +145,7 @@ final class HeldLease implements FencedLease {
                     lost.tryEmitEmpty();
                     return ReleaseOutcome.RELEASED;
                 }
-                markLost(LossReason.NOT_HELD, State.RELEASING, null);
+                markLost(LossReason.NOT_HELD, State.RELEASING, null, Signal.SCHEDULED);
                 return ReleaseOutcome.NOT_HELD;
             });
         }
@@ -172,7 +172,9 @@ final class HeldLease implements FencedLease {
             return; // rejected by a strict rule for writing twice: nobody else holds the lock
         }
         runtime.floors().raise(name, rejection.storedToken());
-        if (markLost(LossReason.SUPERSEDED, State.HELD, rejection)) {
+        // Inline: the writer whose write was refused sees the loss before its call returns (a withLease then
+        // fails with the loss, not with the rejection).
+        if (markLost(LossReason.SUPERSEDED, State.HELD, rejection, Signal.INLINE)) {
             // Our key may still be in Redis (a lock service that lost data re-issued our token): free it now
             // rather than make the next holder wait out the lease.
             releaseInStore().subscribe(null,
@@ -187,9 +189,10 @@ final class HeldLease implements FencedLease {
     private void expireIfStillReleasingAtDeadline() {
         long delay = Math.max(0, deadline - runtime.now());
         try {
-            runtime.scheduler().schedule(() -> markLost(LossReason.EXPIRED, State.RELEASING, null), delay, TimeUnit.NANOSECONDS);
+            runtime.scheduler().schedule(() -> markLost(LossReason.EXPIRED, State.RELEASING, null, Signal.SCHEDULED), delay,
+                    TimeUnit.NANOSECONDS);
         } catch (java.util.concurrent.RejectedExecutionException e) {
-            markLost(LossReason.EXPIRED, State.RELEASING, null); // the client is closing
+            markLost(LossReason.EXPIRED, State.RELEASING, null, Signal.SCHEDULED); // the client is closing
         }
     }
 
@@ -209,21 +212,22 @@ final class HeldLease implements FencedLease {
      * was not held.
      */
     boolean markLost(LossReason reason) {
-        return markLost(reason, State.HELD, null);
+        return markLost(reason, State.HELD, null, Signal.SCHEDULED);
     }
 
     /** Marks the lease lost and signals it on the calling thread (for the test kit); false if it was not held. */
     boolean loseOnCallingThread(LossReason reason) {
-        return markLost(reason, State.HELD, null, true);
+        return markLost(reason, State.HELD, null, Signal.INLINE);
     }
 
-    private boolean markLost(LossReason reason, State from, @Nullable Throwable cause) {
-        // A loss the caller causes (a rejected write, close) is signalled on its thread, before its call
-        // returns: a withLease whose write was refused then fails with the loss, not with the rejection.
-        return markLost(reason, from, cause, reason == LossReason.SUPERSEDED || reason == LossReason.CLIENT_CLOSED);
-    }
+    /**
+     * Where a loss is signalled to the lease's subscribers: on the thread that finds it (a loss the caller
+     * causes: a refused write, close, the test kit, so that it is signalled before the call returns), or on the
+     * loss scheduler (a loss found by the renewer or an I/O thread, which must never run application code).
+     */
+    private enum Signal { INLINE, SCHEDULED }
 
-    private boolean markLost(LossReason reason, State from, @Nullable Throwable cause, boolean inline) {
+    private boolean markLost(LossReason reason, State from, @Nullable Throwable cause, Signal signal) {
         if (!state.compareAndSet(from, State.LOST)) {
             return false;
         }
@@ -234,7 +238,7 @@ final class HeldLease implements FencedLease {
         registry.settled(this);
         runtime.observer().leaseLost(name, reason);
         log.debug("{}", e.getMessage());
-        if (inline) {
+        if (signal == Signal.INLINE) {
             lost.tryEmitValue(e);
         } else {
             deliver(() -> lost.tryEmitValue(e));
@@ -256,7 +260,7 @@ final class HeldLease implements FencedLease {
 
     /** On close: signal the loss, then delete the key if it still holds this lease. */
     Mono<Void> closeAndRelease() {
-        if (!markLost(LossReason.CLIENT_CLOSED)) {
+        if (!markLost(LossReason.CLIENT_CLOSED, State.HELD, null, Signal.INLINE)) {
             return Mono.empty();
         }
         return releaseInStore().onErrorResume(e -> Mono.just(false)).then();
@@ -278,7 +282,7 @@ final class HeldLease implements FencedLease {
      * been lost at its deadline by a timer of the stopping scheduler, is lost now.
      */
     void settleOnClose() {
-        markLost(LossReason.CLIENT_CLOSED, State.RELEASING, null);
+        markLost(LossReason.CLIENT_CLOSED, State.RELEASING, null, Signal.INLINE);
     }
 
     /** Stops renewing this lease, as a holder frozen by a long pause would (for the test kit). */
