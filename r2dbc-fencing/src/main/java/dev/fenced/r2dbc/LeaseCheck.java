@@ -19,7 +19,9 @@ import reactor.core.publisher.Mono;
  * renewals and releases update non-key columns ({@code FOR NO KEY UPDATE}), which does not conflict, so they never
  * wait for a write transaction and cannot deadlock with one. {@code FOR SHARE} would also stop acquires, but every
  * renewal of the client (one statement for all its leases) would wait for the longest open write, and a
- * transaction that checks two leases could deadlock with that renewal.
+ * transaction that checks two leases could deadlock with that renewal. Under {@code REPEATABLE READ} the check reads
+ * the transaction's snapshot; a grant committed after it is a key update (the acquire's {@code FOR UPDATE}), so the
+ * row lock fails to serialize (SQLSTATE {@code 40001}) rather than pass on the older row.
  *
  * <p>Immutable and thread-safe.
  */

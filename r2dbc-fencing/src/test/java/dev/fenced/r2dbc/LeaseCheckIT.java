@@ -10,6 +10,9 @@ import dev.fenced.lock.ReleaseOutcome;
 import dev.fenced.testservices.PostgresServer;
 import dev.fenced.testservices.PostgresServerExtension;
 import io.r2dbc.spi.Connection;
+import io.r2dbc.spi.IsolationLevel;
+import io.r2dbc.spi.R2dbcException;
+import io.r2dbc.spi.R2dbcRollbackException;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Arrays;
@@ -239,6 +242,28 @@ class LeaseCheckIT {
                             + LEASES.name() + ": the table has no row for it; nothing was written");
                     assertThat(((LeaseCheckFailedException) e).storedToken()).isNull();
                 });
+        assertThat(row()).containsExactly("OPEN", null, null);
+    }
+
+    @Test
+    void underRepeatableReadAGrantAfterTheSnapshotFailsTheCheckAsASerializationFailure() {
+        FencedLease first = patientClient().acquire(NAME).block(BOUND);
+        TestLease stale = stalled(prefix, first);
+        Connection connection = Mono.from(db.connections.create()).block(BOUND);
+        try {
+            Mono.from(connection.beginTransaction(IsolationLevel.REPEATABLE_READ))
+                    .thenMany(Flux.from(connection.createStatement("SELECT 1").execute()).flatMap(r -> r.getRowsUpdated()))
+                    .blockLast(BOUND); // the transaction's snapshot, taken while the first lease held the row
+            expireInTheDatabase();
+            FencedLease second = patientClient().acquire(NAME).block(BOUND);
+            assertThat(second.token()).isGreaterThan(first.token());
+            // The snapshot still shows the first grant; the row lock sees the newer one and refuses to serialize.
+            StepVerifier.create(settle("VOID").checkLease(LEASES).update(connection, stale))
+                    .verifyErrorSatisfies(e -> assertThat(e).isInstanceOf(R2dbcRollbackException.class)
+                            .extracting(error -> ((R2dbcException) error).getSqlState()).isEqualTo("40001"));
+        } finally {
+            Mono.from(connection.rollbackTransaction()).then(Mono.from(connection.close())).block(BOUND);
+        }
         assertThat(row()).containsExactly("OPEN", null, null);
     }
 

@@ -65,7 +65,9 @@ public final class PostgresLeaseStore implements LeaseStore {
      * from the columns the {@code SET} names). {@code FOR UPDATE} is the one mode that waits for a
      * {@code FOR KEY SHARE} lock, which r2dbc-fencing's lease check holds until the fenced write commits: so no
      * acquire can grant the lock to another owner meanwhile, while renewals and releases, plain updates of
-     * non-key columns, never wait for it (r2dbc-fencing's {@code LeaseCheckIT} shows both).
+     * non-key columns, never wait for it. The grant then also counts as a key update, so a check under
+     * {@code REPEATABLE READ} whose snapshot predates it fails to serialize instead of passing on the old row
+     * (r2dbc-fencing's {@code LeaseCheckIT} shows all three).
      */
     private static String acquireSql(String table, boolean serverTime) {
         String firstToken = serverTime ? "GREATEST($4 + 1, (extract(epoch FROM now.t) * 1000000)::bigint)" : "$4 + 1";
