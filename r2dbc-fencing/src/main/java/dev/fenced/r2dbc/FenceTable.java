@@ -115,7 +115,8 @@ public final class FenceTable {
      * ({@code FOR KEY SHARE}) until the transaction ends, so no other owner can be granted the lock before the
      * transaction's writes commit; the holder's renewals and release do not wait for that lock. A refusal fails
      * with {@link LeaseCheckFailedException} before the fence moves, and {@link #inTransaction} rolls back. On
-     * MariaDB/MySQL every advance of this table fails with {@link IllegalStateException} before any SQL. As
+     * MariaDB/MySQL every advance of this table fails with {@link IllegalStateException} before any statement of the
+     * advance ({@link #inTransaction} rolls back). As
      * {@link FencedWrite#checkLease} says: the next acquirer waits while the transaction is open, so keep it short.
      *
      * @param leases the lease table of the lock client that granted the leases

@@ -50,7 +50,7 @@ final class LeaseCheck {
      * @param lease the lease the write carries
      * @param what the write, as the start of error messages
      * @return completion once the row is checked and locked; {@link LeaseCheckFailedException} when the table does
-     *     not show the lease as held; {@link IllegalStateException} before any SQL on another database or on a
+     *     not show the lease as held; {@link IllegalStateException}, sending nothing, on another database or on a
      *     connection in auto-commit mode
      */
     Mono<Void> verify(Connection connection, FencedLease lease, String what) {

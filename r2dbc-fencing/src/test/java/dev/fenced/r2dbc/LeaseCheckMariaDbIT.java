@@ -16,7 +16,7 @@ import org.junit.jupiter.api.extension.ExtendWith;
 import reactor.core.publisher.Mono;
 import reactor.test.StepVerifier;
 
-/** The lease check is PostgreSQL's: on MariaDB a write or fence that asks for it fails before any SQL. */
+/** The lease check is PostgreSQL's: on MariaDB a write or fence that asks for it fails before it writes. */
 @ExtendWith(MariaDbServerExtension.class)
 class LeaseCheckMariaDbIT {
 
@@ -56,7 +56,7 @@ class LeaseCheckMariaDbIT {
     }
 
     @Test
-    void aCheckedWriteFailsBeforeAnySql() {
+    void aCheckedWriteFailsBeforeItWrites() {
         FencedWrite checked = FencedWrite.into(table).key("id", 42).set("status", "PAID")
                 .checkLease(PostgresLeaseTable.defaultTable());
         StepVerifier.create(checked.update(db.connections, lease))

@@ -71,7 +71,7 @@ public final class FencedEntityTemplate {
      * commits; a refusal fails with {@link dev.fenced.r2dbc.LeaseCheckFailedException} and nothing is written. The
      * writes must then run in a Spring transaction ({@code TransactionalOperator}, {@code @Transactional}): outside
      * one the template's client hands out a connection in auto-commit mode, and the write is refused with
-     * {@link IllegalStateException} before any SQL; so it is on MariaDB/MySQL.
+     * {@link IllegalStateException} before any SQL; on MariaDB/MySQL every write fails with it too.
      *
      * @param leases the lease table of the lock client that granted the leases
      * @return a new template
