@@ -56,11 +56,13 @@ public final class FenceTable {
     private final String name;
     private final FencingRule rule;
     private final @Nullable String guard;
+    private final @Nullable LeaseCheck leaseCheck;
 
-    private FenceTable(String name, FencingRule rule, @Nullable String guard) {
+    private FenceTable(String name, FencingRule rule, @Nullable String guard, @Nullable LeaseCheck leaseCheck) {
         this.name = name;
         this.rule = rule;
         this.guard = guard;
+        this.leaseCheck = leaseCheck;
     }
 
     /**
@@ -79,7 +81,7 @@ public final class FenceTable {
      * @return the table
      */
     public static FenceTable named(String table) {
-        return new FenceTable(Identifiers.table(table, "fence table name"), FencingRule.SAME_LEASE_OR_NEWER, null);
+        return new FenceTable(Identifiers.table(table, "fence table name"), FencingRule.SAME_LEASE_OR_NEWER, null, null);
     }
 
     /**
@@ -89,7 +91,7 @@ public final class FenceTable {
      * @return a new instance
      */
     public FenceTable rule(FencingRule rule) {
-        return new FenceTable(name, Objects.requireNonNull(rule, "rule must not be null"), guard);
+        return new FenceTable(name, Objects.requireNonNull(rule, "rule must not be null"), guard, leaseCheck);
     }
 
     /**
@@ -103,7 +105,25 @@ public final class FenceTable {
      * @return a new instance
      */
     public FenceTable guardedBy(String lockName) {
-        return new FenceTable(name, rule, Leases.requireGuard(lockName));
+        return new FenceTable(name, rule, Leases.requireGuard(lockName), leaseCheck);
+    }
+
+    /**
+     * The same table, checking the lease before every advance: in the advance's transaction, the lease's row in the
+     * lease table of a lock client on PostgreSQL ({@code FencedLockClient.builder().postgres(connectionFactory,
+     * leases)}) must hold the lease's owner and token and be unexpired by the database's clock, and it stays locked
+     * ({@code FOR KEY SHARE}) until the transaction ends, so no other owner can be granted the lock before the
+     * transaction's writes commit; the holder's renewals and release do not wait for that lock. A refusal fails
+     * with {@link LeaseCheckFailedException} before the fence moves, and {@link #inTransaction} rolls back. On
+     * MariaDB/MySQL every advance of this table fails with {@link IllegalStateException} before any statement of the
+     * advance ({@link #inTransaction} rolls back). As
+     * {@link FencedWrite#checkLease} says: the next acquirer waits while the transaction is open, so keep it short.
+     *
+     * @param leases the lease table of the lock client that granted the leases
+     * @return a new instance
+     */
+    public FenceTable checkLease(dev.fenced.lock.PostgresLeaseTable leases) {
+        return new FenceTable(name, rule, guard, LeaseCheck.of(leases));
     }
 
     /**
@@ -196,6 +216,13 @@ public final class FenceTable {
                         + "auto-commit mode; begin a transaction first, or use inTransaction(...)"));
             }
             SqlDialect dialect = SqlDialect.of(connection);
+            Mono<Void> move = move(connection, dialect, lease, resource);
+            return leaseCheck == null ? move : leaseCheck.verify(connection, lease, description()).then(move);
+        });
+    }
+
+    private Mono<Void> move(Connection connection, SqlDialect dialect, FencedLease lease, String resource) {
+        return Mono.defer(() -> {
             List<Sql.Param> params = List.of(Sql.Param.of(resource), Sql.Param.of(lease.token()), Sql.Param.of(lease.ownerId()),
                     Sql.Param.of(lease.lockId()));
             if (dialect.atomicUpsert()) {
@@ -330,7 +357,8 @@ public final class FenceTable {
 
     @Override
     public String toString() {
-        return "FenceTable{" + name + ", rule=" + rule + (guard == null ? "" : ", guardedBy=" + guard) + "}";
+        return "FenceTable{" + name + ", rule=" + rule + (guard == null ? "" : ", guardedBy=" + guard)
+                + (leaseCheck == null ? "" : ", checkLease=" + leaseCheck.tableName()) + "}";
     }
 
     /** The fence advance, as the start of an error message. */

@@ -47,6 +47,9 @@ import reactor.core.publisher.Mono;
  * and outside one it runs on a connection of its own in auto-commit mode. Spring's {@code DatabaseClient} is
  * served by {@code FencedDatabaseClient} in {@code r2dbc-fencing-spring}.
  *
+ * <p>With leases from a lock client on PostgreSQL, {@link #checkLease} also checks the lease in the lock's row of the
+ * lease table, in the write's transaction and before the write, and holds the row until the transaction ends.
+ *
  * <p>Every {@code update}/{@code upsert}/{@code claim} is cold: subscribing sends the statement. Cancelling after it
  * was sent does not recall it: in auto-commit mode it may still commit, and the token rule still guards it.
  * Signals arrive on the driver's I/O thread; do not block there. Immutable and thread-safe: each
@@ -62,11 +65,14 @@ public final class FencedWrite {
     private final FencingRule rule;
     private final @Nullable Object observations;
     private final @Nullable String guard;
+    private final @Nullable LeaseCheck leaseCheck;
 
     private FencedWrite(String table, List<Column> keys, List<Column> values, String tokenColumn,
-            @Nullable String ownerColumn, FencingRule rule, @Nullable Object observations, @Nullable String guard) {
+            @Nullable String ownerColumn, FencingRule rule, @Nullable Object observations, @Nullable String guard,
+            @Nullable LeaseCheck leaseCheck) {
         this.observations = observations;
         this.guard = guard;
+        this.leaseCheck = leaseCheck;
         this.table = table;
         this.keys = List.copyOf(keys);
         this.values = List.copyOf(values);
@@ -86,7 +92,7 @@ public final class FencedWrite {
     public static FencedWrite into(String table) {
         return new FencedWrite(Identifiers.table(table, "table name"), List.of(), List.of(),
                 Identifiers.column("fencing_token", "token column"), Identifiers.column("fencing_owner", "owner column"),
-                FencingRule.SAME_LEASE_OR_NEWER, null, null);
+                FencingRule.SAME_LEASE_OR_NEWER, null, null, null);
     }
 
     /**
@@ -144,7 +150,7 @@ public final class FencedWrite {
      */
     public FencedWrite fencingColumns(String tokenColumn, String ownerColumn) {
         return new FencedWrite(table, keys, values, Identifiers.column(tokenColumn, "token column"),
-                Identifiers.column(ownerColumn, "owner column"), rule, observations, guard).checkDistinct();
+                Identifiers.column(ownerColumn, "owner column"), rule, observations, guard, leaseCheck).checkDistinct();
     }
 
     /**
@@ -160,7 +166,7 @@ public final class FencedWrite {
      */
     public FencedWrite fencingColumn(String tokenColumn) {
         return new FencedWrite(table, keys, values, Identifiers.column(tokenColumn, "token column"), null,
-                FencingRule.STRICTLY_NEWER, observations, guard).checkDistinct();
+                FencingRule.STRICTLY_NEWER, observations, guard, leaseCheck).checkDistinct();
     }
 
     /**
@@ -178,7 +184,7 @@ public final class FencedWrite {
                     + " alone can only use FencingRule.STRICTLY_NEWER: SAME_LEASE_OR_NEWER needs an owner column "
                     + "(fencingColumns(token, owner))");
         }
-        return new FencedWrite(table, keys, values, tokenColumn, ownerColumn, rule, observations, guard);
+        return new FencedWrite(table, keys, values, tokenColumn, ownerColumn, rule, observations, guard, leaseCheck);
     }
 
     /**
@@ -194,11 +200,43 @@ public final class FencedWrite {
      */
     public FencedWrite guardedBy(String lockName) {
         return new FencedWrite(table, keys, values, tokenColumn, ownerColumn, rule, observations,
-                Leases.requireGuard(lockName));
+                Leases.requireGuard(lockName), leaseCheck);
     }
 
     /**
-     * Runs the guarded update on {@code connection}, in whatever transaction it has.
+     * Checks the lease in the lease table of a lock client on PostgreSQL
+     * ({@code FencedLockClient.builder().postgres(connectionFactory, leases)}) in the write's transaction, before the
+     * write: the lock's row (keyed by the lease's {@linkplain FencedLease#lockId() lock id}) must hold the lease's
+     * {@linkplain FencedLease#ownerId() owner} and token and be unexpired by the database's clock, and it stays locked
+     * ({@code FOR KEY SHARE}) until the transaction ends, so no other owner can be granted the lock before the
+     * write commits. The holder's renewals and release do not wait for that lock. Without this, the fence alone
+     * keeps the data safe: a stale write is refused once a newer holder has written; with it, a write is also
+     * refused when the lease expired in the database or was granted to another owner who has not written yet.
+     *
+     * <p>A refusal fails with {@link LeaseCheckFailedException} before anything is written. The check needs a
+     * transaction on PostgreSQL, with the lease table in the write's database: on a {@code ConnectionFactory} the
+     * write joins the subscriber's Spring transaction, or else runs in a transaction of its own (begun, checked,
+     * written, committed; rolled back on any error or cancellation); on a {@code Connection} it runs in the
+     * connection's transaction, and a connection in auto-commit mode is refused with {@link IllegalStateException}
+     * before any SQL. On MariaDB/MySQL every write of this spec fails with {@link IllegalStateException} before any
+     * statement of the write (a transaction of its own is begun and rolled back). Check first in the transaction: under {@code REPEATABLE READ} or {@code SERIALIZABLE} the check reads the
+     * transaction's snapshot, and a grant to another owner committed after it makes the check fail with the
+     * driver's serialization error (SQLSTATE {@code 40001}; retry the transaction).
+     *
+     * <p>The trade-off: while the write's transaction is open, the next acquirer of the lock waits (its acquire
+     * statement blocks on the row), and fails with {@code LockServiceException} if that outlasts its command
+     * timeout. Keep such transactions short.
+     *
+     * @param leases the lease table of the lock client that granted the leases
+     * @return a new spec
+     */
+    public FencedWrite checkLease(dev.fenced.lock.PostgresLeaseTable leases) {
+        return new FencedWrite(table, keys, values, tokenColumn, ownerColumn, rule, observations, guard, LeaseCheck.of(leases));
+    }
+
+    /**
+     * Runs the guarded update on {@code connection}, in whatever transaction it has (with {@link #checkLease}, it
+     * must have one).
      *
      * @param connection the connection
      * @param lease the lease whose token the write carries
@@ -212,14 +250,15 @@ public final class FencedWrite {
      * Runs the guarded update on a connection of {@code connectionFactory}: the connection of the subscriber's
      * Spring transaction on that factory when there is one ({@code TransactionalOperator}, {@code @Transactional};
      * needs {@code spring-r2dbc} on the class path), so that the write commits or rolls back with it; else a new
-     * connection in auto-commit mode, closed afterwards, on which the write commits on its own.
+     * connection in auto-commit mode, closed afterwards, on which the write commits on its own (with
+     * {@link #checkLease}, a transaction of its own on a new connection).
      *
      * @param connectionFactory the connection factory, pooled or not
      * @param lease the lease whose token the write carries
      * @return the number of rows updated, at least 1
      */
     public Mono<Long> update(ConnectionFactory connectionFactory, FencedLease lease) {
-        return Connections.withOne(connectionFactory, c -> update(c, lease));
+        return onConnection(connectionFactory, c -> update(c, lease));
     }
 
     /**
@@ -260,7 +299,7 @@ public final class FencedWrite {
      * @return the number of rows inserted or updated (1)
      */
     public Mono<Long> upsert(ConnectionFactory connectionFactory, FencedLease lease) {
-        return Connections.withOne(connectionFactory, c -> upsert(c, lease));
+        return onConnection(connectionFactory, c -> upsert(c, lease));
     }
 
     /**
@@ -314,7 +353,16 @@ public final class FencedWrite {
      */
     public <T> Mono<T> claim(ConnectionFactory connectionFactory, FencedLease lease,
             Function<? super Readable, ? extends T> mapper) {
-        return Connections.withOne(connectionFactory, c -> claim(c, lease, mapper));
+        return onConnection(connectionFactory, c -> claim(c, lease, mapper));
+    }
+
+    /**
+     * Where a write on a factory runs: joining the subscriber's transaction, else on a connection of its own, in
+     * auto-commit mode, or, with a lease check, which needs one, in a transaction of its own.
+     */
+    private <T> Mono<T> onConnection(ConnectionFactory connectionFactory, Function<Connection, Mono<T>> work) {
+        return leaseCheck == null ? Connections.withOne(connectionFactory, work)
+                : Connections.inTransaction(connectionFactory, work).singleOrEmpty();
     }
 
     private enum Kind { UPDATE, UPSERT }
@@ -339,6 +387,13 @@ public final class FencedWrite {
                 return Mono.error(new IllegalStateException("A fenced write of " + table + " needs at least one key(...)"));
             }
             SqlDialect dialect = SqlDialect.of(connection);
+            Mono<Long> write = write(connection, dialect, lease, kind);
+            return leaseCheck == null ? write : leaseCheck.verify(connection, lease, description()).then(write);
+        });
+    }
+
+    private Mono<Long> write(Connection connection, SqlDialect dialect, FencedLease lease, Kind kind) {
+        return Mono.defer(() -> {
             if (kind == Kind.UPDATE) {
                 return guardedUpdate(connection, dialect, lease);
             }
@@ -557,7 +612,7 @@ public final class FencedWrite {
     }
 
     private FencedWrite copy(List<Column> newKeys, List<Column> newValues) {
-        return new FencedWrite(table, newKeys, newValues, tokenColumn, ownerColumn, rule, observations, guard);
+        return new FencedWrite(table, newKeys, newValues, tokenColumn, ownerColumn, rule, observations, guard, leaseCheck);
     }
 
     /**
@@ -571,7 +626,7 @@ public final class FencedWrite {
      */
     public FencedWrite observe(io.micrometer.observation.ObservationRegistry registry) {
         return new FencedWrite(table, keys, values, tokenColumn, ownerColumn, rule,
-                Objects.requireNonNull(registry, "registry must not be null"), guard);
+                Objects.requireNonNull(registry, "registry must not be null"), guard, leaseCheck);
     }
 
     private FencedWrite checkDistinct() {
@@ -596,7 +651,8 @@ public final class FencedWrite {
 
     @Override
     public String toString() {
-        return "FencedWrite{" + target() + ", rule=" + rule + (guard == null ? "" : ", guardedBy=" + guard) + "}";
+        return "FencedWrite{" + target() + ", rule=" + rule + (guard == null ? "" : ", guardedBy=" + guard)
+                + (leaseCheck == null ? "" : ", checkLease=" + leaseCheck.tableName()) + "}";
     }
 
     private record Column(String name, @Nullable Object value, @Nullable Class<?> nullType) {

@@ -50,7 +50,10 @@ public interface FencedLease {
     /**
      * The owner id of this grant: 32 lower-case hex digits, 128 bits of kernel entropy drawn for this
      * acquisition alone, so ids never repeat, also across processes restored from one snapshot (CRaC,
-     * Lambda SnapStart).
+     * Lambda SnapStart). It is the owner the lock service stored with the grant, exactly: on Redis the lock
+     * key's value is {@code ownerId:token}, on PostgreSQL the lease row's {@code owner} column; fenced storage
+     * writes it beside the token, and a lease check ({@code FencedWrite.checkLease}) compares it with the row.
+     * A lease reused by a nested scope is the enclosing grant: the same owner id, token and lock id.
      *
      * @return the owner id
      */

@@ -25,7 +25,12 @@ import reactor.core.scheduler.Schedulers;
  * }</pre>
  *
  * <p>The DDL ships as the resource {@code dev/fenced/lock/internal/postgres/lease-table.sql} (table
- * {@value #DEFAULT_NAME}). Immutable and thread-safe.
+ * {@value #DEFAULT_NAME}). Its columns are public: {@code lock_id} (the lease's {@link FencedLease#lockId()}),
+ * {@code owner} ({@link FencedLease#ownerId()}, {@code NULL} while free), {@code token} and {@code expires_at}.
+ * r2dbc-fencing reads them to check a lease in the transaction of a fenced write ({@code FencedWrite.checkLease}):
+ * that check locks the row {@code FOR KEY SHARE}, and the store's acquire locks a row {@code FOR UPDATE}, so the
+ * lock is granted to no other owner until the write's transaction ends, while renewals and releases (which lock
+ * {@code FOR NO KEY UPDATE}) go on. Immutable and thread-safe.
  */
 public final class PostgresLeaseTable {
 

@@ -52,6 +52,8 @@ public final class ProjectBlockHoundIntegration implements BlockHoundIntegration
         builder.allowBlockingCallsInside("io.netty.util.concurrent.SingleThreadEventExecutor", "shutdownGracefully");
         // Netty 4.2's adaptive allocator takes a short write lock when it adds a buffer magazine.
         builder.allowBlockingCallsInside("io.netty.buffer.AdaptivePoolingAllocator$MagazineGroup", "tryExpandMagazines");
+        // Reactor Netty probes Netty's native epoll library once per JVM, reading it from its jar (then falls back to NIO).
+        builder.allowBlockingCallsInside("io.netty.channel.epoll.Native", "loadNativeLibrary");
         builder.blockingMethodCallback(method -> {
             new Exception("Blocking call " + method + " on thread " + Thread.currentThread().getName()).printStackTrace();
             throw new BlockingOperationError(method);

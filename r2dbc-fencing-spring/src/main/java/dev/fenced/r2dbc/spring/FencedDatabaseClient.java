@@ -23,6 +23,10 @@ import reactor.core.publisher.Mono;
  *         .as(transactionalOperator::transactional);
  * }</pre>
  *
+ * <p>A write or fence with a lease check ({@link FencedWrite#checkLease}, {@link FenceTable#checkLease}) checks the
+ * lease on the same connection, so in the same transaction; outside a transaction it is refused with
+ * {@link IllegalStateException} before any SQL, as a fence advance is.
+ *
  * <p>Needs only {@code spring-r2dbc} (Spring Data is not needed). Every method is cold. Immutable and thread-safe.
  */
 public final class FencedDatabaseClient {

@@ -1,6 +1,7 @@
 package dev.fenced.r2dbc.spring;
 
 import dev.fenced.lock.FencedLease;
+import dev.fenced.lock.PostgresLeaseTable;
 import dev.fenced.r2dbc.FencedWrite;
 import java.util.Map;
 import java.util.Objects;
@@ -44,10 +45,12 @@ public final class FencedEntityTemplate {
     private final R2dbcConverter converter;
     private final FencedDatabaseClient client;
     private final EntityInstantiators instantiators = new EntityInstantiators();
+    private final @Nullable PostgresLeaseTable leaseCheck;
 
-    private FencedEntityTemplate(R2dbcConverter converter, FencedDatabaseClient client) {
+    private FencedEntityTemplate(R2dbcConverter converter, FencedDatabaseClient client, @Nullable PostgresLeaseTable leaseCheck) {
         this.converter = converter;
         this.client = client;
+        this.leaseCheck = leaseCheck;
     }
 
     /**
@@ -58,7 +61,23 @@ public final class FencedEntityTemplate {
      */
     public static FencedEntityTemplate of(R2dbcEntityTemplate template) {
         Objects.requireNonNull(template, "template must not be null");
-        return new FencedEntityTemplate(template.getConverter(), FencedDatabaseClient.of(template.getDatabaseClient()));
+        return new FencedEntityTemplate(template.getConverter(), FencedDatabaseClient.of(template.getDatabaseClient()), null);
+    }
+
+    /**
+     * The same template, checking the lease before every write ({@link FencedWrite#checkLease}): in the write's
+     * transaction, the lease's row in the lease table of a lock client on PostgreSQL must show the lease as held,
+     * and stays locked until the transaction ends, so no other owner can be granted the lock before the write
+     * commits; a refusal fails with {@link dev.fenced.r2dbc.LeaseCheckFailedException} and nothing is written. The
+     * writes must then run in a Spring transaction ({@code TransactionalOperator}, {@code @Transactional}): outside
+     * one the template's client hands out a connection in auto-commit mode, and the write is refused with
+     * {@link IllegalStateException} before any SQL; on MariaDB/MySQL every write fails with it too.
+     *
+     * @param leases the lease table of the lock client that granted the leases
+     * @return a new template
+     */
+    public FencedEntityTemplate checkLease(PostgresLeaseTable leases) {
+        return new FencedEntityTemplate(converter, client, Objects.requireNonNull(leases, "leases must not be null"));
     }
 
     /**
@@ -142,7 +161,8 @@ public final class FencedEntityTemplate {
             write = v != null ? write.set(name(name), v) : write.setNull(name(name), value.getType());
         }
         String token = name(mapping.token().getColumnName());
-        return owner == null ? write.fencingColumn(token) : write.fencingColumns(token, name(owner.getColumnName()));
+        write = owner == null ? write.fencingColumn(token) : write.fencingColumns(token, name(owner.getColumnName()));
+        return leaseCheck == null ? write : write.checkLease(leaseCheck);
     }
 
     private <T> T withFencing(RelationalPersistentEntity<T> meta, Mapping mapping, T entity, FencedLease lease) {
@@ -163,6 +183,6 @@ public final class FencedEntityTemplate {
 
     @Override
     public String toString() {
-        return "FencedEntityTemplate{" + client + "}";
+        return "FencedEntityTemplate{" + client + (leaseCheck == null ? "" : ", checkLease=" + leaseCheck.name()) + "}";
     }
 }

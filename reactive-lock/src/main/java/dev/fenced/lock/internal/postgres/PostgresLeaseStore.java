@@ -59,13 +59,23 @@ public final class PostgresLeaseStore implements LeaseStore {
      * (keeping its token), or else reports the holder's remaining time. Two acquires racing for a new lock
      * meet on the primary key: the loser waits for the winner's row and then sees it held. Its snapshot may
      * predate that row, so its reply can hold no row at all: busy, time unknown.
+     *
+     * <p>{@code SET lock_id = EXCLUDED.lock_id} changes no value; naming the key column makes {@code ON CONFLICT}
+     * lock the existing row {@code FOR UPDATE} instead of {@code FOR NO KEY UPDATE} (PostgreSQL picks the mode
+     * from the columns the {@code SET} names). {@code FOR UPDATE} is the one mode that waits for a
+     * {@code FOR KEY SHARE} lock, which r2dbc-fencing's lease check holds until the fenced write commits: so no
+     * acquire can grant the lock to another owner meanwhile, while renewals and releases, plain updates of
+     * non-key columns, never wait for it. The grant then also counts as a key update, so a check under
+     * {@code REPEATABLE READ} whose snapshot predates it fails to serialize instead of passing on the old row
+     * (r2dbc-fencing's {@code LeaseCheckIT} shows all three).
      */
     private static String acquireSql(String table, boolean serverTime) {
         String firstToken = serverTime ? "GREATEST($4 + 1, (extract(epoch FROM now.t) * 1000000)::bigint)" : "$4 + 1";
         return "WITH now AS (SELECT clock_timestamp() AS t),"
                 + " granted AS (INSERT INTO " + table + " AS l (lock_id, owner, token, expires_at)"
                 + " SELECT $1, $2, " + firstToken + ", now.t + $3 * interval '1 millisecond' FROM now"
-                + " ON CONFLICT (lock_id) DO UPDATE SET owner = EXCLUDED.owner, expires_at = EXCLUDED.expires_at,"
+                + " ON CONFLICT (lock_id) DO UPDATE SET lock_id = EXCLUDED.lock_id, owner = EXCLUDED.owner,"
+                + " expires_at = EXCLUDED.expires_at,"
                 + " token = CASE WHEN l.owner = EXCLUDED.owner AND l.expires_at > clock_timestamp() THEN l.token"
                 + " ELSE GREATEST(l.token + 1, EXCLUDED.token) END"
                 + " WHERE l.owner IS NULL OR l.expires_at <= clock_timestamp() OR l.owner = EXCLUDED.owner"
