@@ -66,8 +66,25 @@ final class PostgresCommands {
      */
     <T> Mono<T> run(String name, String operation, Function<Connection, Mono<T>> body) {
         return Mono.usingWhen(connect(), c -> body.apply(c).timeout(commandTimeout, scheduler), Connection::close,
-                        (c, e) -> c.close(), Connection::close)
+                        this::giveBackAfterError, Connection::close)
                 .onErrorMap(e -> PostgresErrors.classify(e, name, operation, commandTimeout, table));
+    }
+
+    /**
+     * A statement that timed out may still run in the database (waiting for a row lock, say) and take effect
+     * later: an acquire that commits after its caller gave up would grant the lock to an owner nobody knows,
+     * and the undo sent meanwhile would have found nothing to undo. So before the connection goes back to the
+     * pool, the statement is cancelled in the database, and a trivial statement on the same connection waits
+     * until the cancelled one has ended (on r2dbc-postgresql; another driver's connection is just given back).
+     */
+    private Mono<Void> giveBackAfterError(Connection connection, Throwable error) {
+        if (!(error instanceof java.util.concurrent.TimeoutException) || !RunningStatements.CANCELLABLE) {
+            return Mono.from(connection.close());
+        }
+        return RunningStatements.cancel(connection)
+                .timeout(connectTimeout, scheduler)
+                .onErrorResume(e -> Mono.empty())
+                .then(Mono.from(connection.close()));
     }
 
     /** Refuses every later statement. */

@@ -24,6 +24,7 @@ import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.extension.ExtendWith;
 import reactor.core.publisher.Flux;
+import reactor.core.publisher.Mono;
 import reactor.core.scheduler.Schedulers;
 import reactor.test.StepVerifier;
 
@@ -160,6 +161,41 @@ class PostgresLeaseStoreIT extends LeaseStoreContract {
                 .expectNextMatches(count -> count > seen[0])
                 .thenCancel()
                 .verify(Duration.ofSeconds(20));
+    }
+
+    @Test
+    void anAcquireThatTimesOutIsCancelledInTheDatabaseAndGrantsNothingLater() throws Exception {
+        String name = "stuck-" + UUID.randomUUID();
+        AcquireReply first = grant(name, "a", 60_000);
+        assertThat(store.release(name, "a", first.token()).block(Duration.ofSeconds(5))).isTrue();
+        ClientSettings quick = ClientSettings.of(settings.keyPrefix(), Duration.ofSeconds(30), null, Duration.ofSeconds(30),
+                Duration.ofMillis(300), null);
+        PostgresLeaseStore impatient = PostgresLeaseStore.open(pool, TABLE, quick);
+        Connection blocker = Mono.from(pool.create()).block(Duration.ofSeconds(5));
+        try {
+            // Another session holds the free row's lock, as an open transaction does (a lease check, a DBA's UPDATE).
+            Mono.from(blocker.beginTransaction()).block(Duration.ofSeconds(5));
+            Flux.from(blocker.createStatement("SELECT token FROM " + TABLE + " WHERE lock_id = $1 FOR UPDATE")
+                    .bind(0, lockId(name)).execute()).flatMap(r -> r.map((row, meta) -> row.get(0))).blockLast(Duration.ofSeconds(5));
+
+            StepVerifier.create(impatient.acquire(name, "ghost", 60_000, 0))
+                    .verifyErrorSatisfies(e -> assertThat(e).isInstanceOf(LockServiceException.class));
+
+            Mono.from(blocker.commitTransaction()).block(Duration.ofSeconds(5));
+            // Let a statement still running in the database finish before looking at the row.
+            String running = "SELECT count(*) FROM pg_stat_activity WHERE state = 'active' AND pid <> pg_backend_pid()"
+                    + " AND query LIKE '%INSERT INTO " + TABLE + " %'";
+            for (int i = 0; i < 100 && sql(running, Long.class).get(0) > 0; i++) {
+                sleep(Duration.ofMillis(50));
+            }
+            assertThat(sql("SELECT count(*) FROM " + TABLE + " WHERE lock_id = $1 AND owner = 'ghost'", Long.class, lockId(name)))
+                    .as("the acquire that timed out must not grant the lock once the row is free")
+                    .containsExactly(0L);
+        } finally {
+            Mono.from(blocker.close()).block(Duration.ofSeconds(5));
+            impatient.close().block(Duration.ofSeconds(5));
+            quick.scheduler().dispose();
+        }
     }
 
     @Test
