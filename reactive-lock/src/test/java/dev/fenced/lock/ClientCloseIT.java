@@ -38,6 +38,21 @@ class ClientCloseIT {
     }
 
     @Test
+    void anAcquireWhoseFirstAttemptIsUnansweredWhenCloseBeginsEndsWithLockClientClosedException(RedisServer redis) {
+        try (TcpProxy silent = TcpProxy.start(redis.host(), redis.port())) {
+            FencedLockClient client = FencedLockClient.builder().redisUri("redis://" + silent.host() + ":" + silent.port())
+                    .keyPrefix("close-" + UUID.randomUUID() + ":").build();
+            StepVerifier.create(client.ping()).expectNextCount(1).verifyComplete(); // connected
+            silent.blackhole();
+            StepVerifier.create(client.acquire("unanswered"))
+                    .expectSubscription()
+                    .then(() -> client.closeLater().subscribe())
+                    .verifyError(LockClientClosedException.class);
+            silent.resume();
+        }
+    }
+
+    @Test
     void closeRightAfterAWithLeaseScopeEndsReturnsAndReleasesTheLease(RedisServer redis) {
         String prefix = "close-" + UUID.randomUUID() + ":";
         for (int i = 0; i < 10; i++) {

@@ -90,8 +90,9 @@ final class AcquireWaiter {
      * <p>An uncontended acquire costs no more than a single attempt: unless the wait must be timed from the start
      * or others of this client already wait for the lock, the first attempt runs as the subscriber's own, and a
      * waiter exists only once it finds the lock held. Until then nothing is registered: a close that begins
-     * meanwhile ends the attempt through {@link AcquireAttempt} (its grant is released, and it fails with
-     * {@link LockClientClosedException}).
+     * meanwhile lets the attempt's command end (close waits for the commands in flight up to the command timeout,
+     * then closes the connections); a grant is then released, and the acquire fails with
+     * {@link LockClientClosedException} whatever the command's outcome.
      */
     static Mono<HeldLease> waitFor(LeaseRuntime runtime, Waiters waiters, AcquireAttempt attempts, String name,
             long leaseNanos, Duration maxWait, int maxWaiters) {
@@ -101,11 +102,16 @@ final class AcquireWaiter {
                         maxWaiters, runtime.now(), sink).start());
             }
             long startedAt = runtime.now();
-            return attempts.run(name, leaseNanos).flatMap(first -> {
-                HeldLease lease = first.lease();
-                return lease != null ? Mono.just(lease) : Mono.<HeldLease>create(sink -> new AcquireWaiter(runtime, waiters,
-                        attempts, name, leaseNanos, maxWait, maxWaiters, startedAt, sink).afterBusyFirstAttempt(first));
-            });
+            return attempts.run(name, leaseNanos)
+                    // As a waiter's would: a first attempt cut off by close (its connection closed) ends with close's error.
+                    .onErrorMap(e -> waiters.isClosed() && !(e instanceof LockClientClosedException),
+                            e -> LockClientClosedException.of(name))
+                    .flatMap(first -> {
+                        HeldLease lease = first.lease();
+                        return lease != null ? Mono.just(lease) : Mono.<HeldLease>create(sink -> new AcquireWaiter(runtime,
+                                waiters, attempts, name, leaseNanos, maxWait, maxWaiters, startedAt, sink)
+                                .afterBusyFirstAttempt(first));
+                    });
         });
     }
 

@@ -50,6 +50,11 @@ final class Waiters {
         return queues.computeIfAbsent(name, n -> new WaitQueue(store, n, queues));
     }
 
+    /** Whether the client has begun to close. */
+    boolean isClosed() {
+        return closed;
+    }
+
     /** On close: every waiter ends with {@link LockClientClosedException}, and no new one may register. */
     void close() {
         closed = true;
