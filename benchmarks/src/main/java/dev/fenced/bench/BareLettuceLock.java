@@ -17,8 +17,8 @@ import reactor.core.publisher.Mono;
  * a counter, one that deletes the lock if it still holds our value. No renewal, no waiting, no loss tracking.
  *
  * <p>Two floors: the naive lock on a Lettuce client with its default resources, and the same lock with the
- * flushes of a read consolidated (Netty's {@code FlushConsolidationHandler}, which Fenced's own Lettuce clients
- * use): commands that reply callbacks send while a read is decoded leave in one write. The second is the
+ * flushes of a read consolidated as Fenced's own Lettuce clients do (Netty's {@code FlushConsolidationHandler},
+ * going out every 16 flushes): commands that reply callbacks send while a read is decoded leave together. The second is the
  * floor of the transport Fenced uses; the first is what a naive lock gets.
  */
 final class BareLettuceLock implements LockUnderTest {
@@ -47,7 +47,7 @@ final class BareLettuceLock implements LockUnderTest {
             builder.nettyCustomizer(new NettyCustomizer() {
                 @Override
                 public void afterChannelInitialized(Channel channel) {
-                    channel.pipeline().addFirst(new FlushConsolidationHandler(256, false));
+                    channel.pipeline().addFirst(new FlushConsolidationHandler(16, false));
                 }
             });
         }

@@ -15,7 +15,7 @@ import org.junit.jupiter.api.Test;
 
 /**
  * The channels of a client the store owns send the commands that reply callbacks write during one read in one
- * flush at the end of the read, and a command written outside a read at once.
+ * flush at the end of the read (in chunks during a long read), and a command written outside a read at once.
  */
 class LockClientResourcesTest {
 
@@ -44,6 +44,16 @@ class LockClientResourcesTest {
 
             channel.pipeline().fireChannelReadComplete();
             assertThat(channel.outboundMessages()).as("the three commands, flushed once at the end of the read").hasSize(3);
+            channel.outboundMessages().forEach(ReferenceCountUtil::release);
+            channel.outboundMessages().clear();
+
+            for (int i = 0; i < LockClientResources.MAX_HELD_FLUSHES + 4; i++) {
+                channel.pipeline().fireChannelRead(Unpooled.copiedBuffer("reply", StandardCharsets.US_ASCII));
+            }
+            assertThat(channel.outboundMessages()).as("a long read sends its commands in chunks, not all at its end")
+                    .hasSize(LockClientResources.MAX_HELD_FLUSHES);
+            channel.pipeline().fireChannelReadComplete();
+            assertThat(channel.outboundMessages()).hasSize(LockClientResources.MAX_HELD_FLUSHES + 4);
             channel.outboundMessages().forEach(ReferenceCountUtil::release);
             channel.outboundMessages().clear();
 
