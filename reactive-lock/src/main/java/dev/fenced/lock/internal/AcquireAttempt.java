@@ -47,6 +47,19 @@ final class AcquireAttempt {
      * @return the lease, or the holder's remaining time
      */
     Mono<Result> run(String name, long leaseNanos) {
+        return run(name, leaseNanos, (owner, leaseMillis, floor) -> runtime.store().acquire(name, owner, leaseMillis, floor));
+    }
+
+    /**
+     * Makes one attempt whose store call is {@code send} (a hand-off from a releasing lease, say), with the same
+     * owner id, floor, undo and grant as {@link #run(String, long)}.
+     *
+     * @param name the lock name
+     * @param leaseNanos the lease time
+     * @param send the store call for the attempt's owner id
+     * @return the lease, or the holder's remaining time
+     */
+    Mono<Result> run(String name, long leaseNanos, Sender send) {
         return Mono.<Result>create(sink -> {
             String owner = ownerIds.next();
             long floor = runtime.floors().of(name);
@@ -54,7 +67,7 @@ final class AcquireAttempt {
             AtomicInteger state = new AtomicInteger(PENDING);
             sink.onCancel(() -> state.compareAndSet(PENDING, CANCELLED));
             long sentAt = runtime.now(); // deadlines count from before the command is sent
-            runtime.inFlight().track(runtime.store().acquire(name, owner, leaseMillis, floor)).subscribe(
+            runtime.inFlight().track(send.acquire(owner, leaseMillis, floor)).subscribe(
                     reply -> {
                         if (!reply.acquired()) {
                             if (state.compareAndSet(PENDING, DONE)) {
@@ -104,6 +117,18 @@ final class AcquireAttempt {
      * @param holderTtlMillis the holder's remaining time (negative if unknown)
      */
     record Result(@Nullable HeldLease lease, long holderTtlMillis) {
+    }
+
+    /** The store call of one attempt. */
+    interface Sender {
+
+        /**
+         * @param owner the attempt's owner id
+         * @param leaseMillis the lease time
+         * @param floor a token the next token must exceed, or 0
+         * @return the store's reply
+         */
+        Mono<LeaseStore.AcquireReply> acquire(String owner, long leaseMillis, long floor);
     }
 
     /** Makes a held lease of a grant, and starts renewing it. */

@@ -10,6 +10,7 @@ import org.jspecify.annotations.Nullable;
 import reactor.core.Disposable;
 import reactor.core.publisher.BaseSubscriber;
 import reactor.core.publisher.Mono;
+import reactor.core.publisher.Sinks;
 import reactor.core.publisher.MonoSink;
 import reactor.util.Logger;
 import reactor.util.Loggers;
@@ -278,11 +279,47 @@ final class AcquireWaiter {
         }
     }
 
+    /**
+     * A lease of this client releases the lock and offers it to this waiter, the head of the queue: unless the
+     * waiter is not simply waiting (an attempt in flight, still joining, done), its next attempt is the hand-off
+     * itself, one store call that releases the lease and tries to take the lock for this waiter.
+     *
+     * @param releasing the lease being released
+     * @return whether the releasing lease held the lock, once the store has answered; {@code null} if this waiter
+     *     cannot take the lock over now
+     */
+    @Nullable Mono<Boolean> takeOver(HeldLease releasing) {
+        synchronized (this) {
+            if (state != State.HEAD) {
+                return null;
+            }
+            state = State.ATTEMPTING;
+            disposeTimer();
+        }
+        Sinks.One<Boolean> released = Sinks.one();
+        attempt((owner, leaseMillis, floor) -> runtime.store()
+                .handOff(name, releasing.ownerId(), releasing.token(), owner, leaseMillis, floor)
+                // The call failed: whether the release happened is not known, as when a plain release fails.
+                .doOnError(released::tryEmitError)
+                .flatMap(handoff -> {
+                    released.tryEmitValue(handoff.released());
+                    LeaseStore.AcquireReply next = handoff.next();
+                    Throwable failure = handoff.nextFailure();
+                    return next != null ? Mono.just(next)
+                            : Mono.error(failure != null ? failure : new IllegalStateException("hand-off without a reply"));
+                }));
+        return released.asMono();
+    }
+
     private void attempt() {
+        attempt((owner, leaseMillis, floor) -> runtime.store().acquire(name, owner, leaseMillis, floor));
+    }
+
+    private void attempt(AcquireAttempt.Sender send) {
         // Not a lambda subscriber: disposed as a result arrives, a lambda subscriber drops the result
         // (onNextDropped) and with it a lease that nobody would release. This one delivers it, and onResult
         // releases the lease of a waiter that is done.
-        Disposable d = attempts.run(name, leaseNanos).subscribeWith(new BaseSubscriber<AcquireAttempt.Result>() {
+        Disposable d = attempts.run(name, leaseNanos, send).subscribeWith(new BaseSubscriber<AcquireAttempt.Result>() {
             @Override
             protected void hookOnNext(AcquireAttempt.Result result) {
                 AcquireWaiter.this.onResult(result);

@@ -28,6 +28,7 @@ final class HeldLease implements FencedLease {
     private final LeaseRuntime runtime;
     private final Renewer renewer;
     private final LeaseRegistry registry;
+    private final Handoffs handoffs;
     private final String name;
     private final String owner;
     private final long token;
@@ -51,11 +52,12 @@ final class HeldLease implements FencedLease {
     boolean bounded;
     int heapSlot = -1;
 
-    HeldLease(LeaseRuntime runtime, Renewer renewer, LeaseRegistry registry, String name, String owner, long token,
-            long leaseNanos, long renewEveryNanos, long deadline, long renewAt) {
+    HeldLease(LeaseRuntime runtime, Renewer renewer, LeaseRegistry registry, Handoffs handoffs, String name, String owner,
+            long token, long leaseNanos, long renewEveryNanos, long deadline, long renewAt) {
         this.runtime = runtime;
         this.renewer = renewer;
         this.registry = registry;
+        this.handoffs = handoffs;
         this.name = name;
         this.owner = owner;
         this.token = token;
@@ -138,7 +140,9 @@ final class HeldLease implements FencedLease {
         }
         if (s == State.HELD || s == State.RELEASING) {
             renewer.forget(this);
-            return releaseInStore().map(deleted -> {
+            // A waiter of this client takes the lock over in the same store call, or the lock is released to all.
+            Mono<Boolean> handedOff = handoffs.handOff(this);
+            return (handedOff != null ? handedOff : releaseInStore()).map(deleted -> {
                 if (deleted) {
                     state.set(State.RELEASED);
                     registry.settled(this);

@@ -51,6 +51,37 @@ public interface LeaseStore {
     Mono<Boolean> release(String name, String owner, @Nullable Long token);
 
     /**
+     * Releases a lock that {@code owner:token} holds and tries to take it for {@code nextOwner}, as
+     * {@link #acquire} does: a hand-off from a lease of this client to its next waiter for the lock. A store that
+     * can do it in one atomic step takes the lock over without notifying other waiters (the lock stays taken);
+     * this default releases, then acquires, in two steps, and another client may take the lock in between.
+     *
+     * @param name the lock name
+     * @param owner the releasing lease's owner id
+     * @param token the releasing lease's token
+     * @param nextOwner the owner id of the next acquisition
+     * @param leaseMillis the next lease's time
+     * @param floor a token the next token must exceed, or 0
+     * @return whether the releasing lease held the lock, and the next owner's acquire reply or its failure; the
+     *     returned Mono fails only when whether the release happened is unknown
+     */
+    default Mono<Handoff> handOff(String name, String owner, long token, String nextOwner, long leaseMillis, long floor) {
+        return release(name, owner, token).flatMap(released -> acquire(name, nextOwner, leaseMillis, floor)
+                .map(next -> new Handoff(released, next, null))
+                .onErrorResume(e -> Mono.just(new Handoff(released, null, e))));
+    }
+
+    /**
+     * The reply to {@link #handOff}.
+     *
+     * @param released whether the releasing lease held the lock (and no longer does)
+     * @param next the next owner's acquire reply, or {@code null} when its acquire failed
+     * @param nextFailure why the next owner's acquire failed, or {@code null}
+     */
+    record Handoff(boolean released, @Nullable AcquireReply next, @Nullable Throwable nextFailure) {
+    }
+
+    /**
      * Watches releases of a lock. On subscription the store starts listening; once listening is
      * confirmed, the flux emits the current notification count, then a higher count after every
      * release it hears of. Notifications are at-most-once: callers also use a timer. Cancelling stops

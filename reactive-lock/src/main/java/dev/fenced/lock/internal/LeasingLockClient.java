@@ -67,7 +67,7 @@ public final class LeasingLockClient implements FencedLockClient {
     /** A grant becomes a held lease, renewed from now on. */
     private HeldLease grant(String name, String owner, long token, long leaseNanos, long sentAt) {
         long renewEvery = runtime.settings().renewEveryNanos(leaseNanos);
-        HeldLease lease = new HeldLease(runtime, renewer, registry, name, owner, token, leaseNanos, renewEvery,
+        HeldLease lease = new HeldLease(runtime, renewer, registry, waiters, name, owner, token, leaseNanos, renewEvery,
                 sentAt + leaseNanos - ClientSettings.driftNanos(leaseNanos), sentAt + renewEvery);
         Duration maxHold = runtime.settings().maxHold();
         if (maxHold != null) {

@@ -7,6 +7,7 @@ import java.util.List;
 import java.util.Map;
 import org.jspecify.annotations.Nullable;
 import reactor.core.Disposable;
+import reactor.core.publisher.Mono;
 
 /**
  * The waiters of one lock name in one client, in arrival order. The queue, not each waiter, listens for the
@@ -29,6 +30,14 @@ final class WaitQueue {
     private boolean confirmed;
     private boolean removed;
     private @Nullable Disposable subscription;
+    private int handoffsInARow;
+
+    /**
+     * How many times in a row a lease of this client may hand the lock to the client's next waiter: then one
+     * release goes to everyone (a notification, and the waiters of other clients attempt too), so that a client
+     * whose own waiters never run out cannot keep the lock from others.
+     */
+    static final int MAX_HANDOFFS_IN_A_ROW = 16;
 
     WaitQueue(LeaseStore store, String name, Map<String, WaitQueue> registry) {
         this.store = store;
@@ -133,6 +142,38 @@ final class WaitQueue {
                 next.onNotification();
             }
         }
+    }
+
+    /**
+     * Offers the lock of a releasing lease of this client to the head of the line.
+     *
+     * @param releasing the lease being released
+     * @return whether the releasing lease held the lock, if the head took the lock over; {@code null} if it did
+     *     not (not listening yet, no waiter free to take it, or the turn of the other clients' waiters)
+     */
+    @Nullable Mono<Boolean> handOff(HeldLease releasing) {
+        AcquireWaiter head;
+        synchronized (this) {
+            if (removed || !confirmed) {
+                return null;
+            }
+            if (handoffsInARow >= MAX_HANDOFFS_IN_A_ROW) {
+                handoffsInARow = 0;
+                return null;
+            }
+            head = head();
+            if (head == null) {
+                return null;
+            }
+            handoffsInARow++;
+        }
+        Mono<Boolean> released = head.takeOver(releasing);
+        if (released == null) {
+            synchronized (this) {
+                handoffsInARow--;
+            }
+        }
+        return released;
     }
 
     // Guarded by this.

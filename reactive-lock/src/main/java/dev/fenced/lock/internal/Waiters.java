@@ -5,12 +5,14 @@ import java.util.List;
 import java.util.Map;
 import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
+import org.jspecify.annotations.Nullable;
+import reactor.core.publisher.Mono;
 
 /**
  * The acquires of one client that wait for a held lock: every waiter, so that close can end them, and the
  * wait queue of each lock name. Thread-safe.
  */
-final class Waiters {
+final class Waiters implements Handoffs {
 
     private final LeaseStore store;
     private final Set<AcquireWaiter> all = ConcurrentHashMap.newKeySet();
@@ -48,6 +50,12 @@ final class Waiters {
 
     WaitQueue queue(String name) {
         return queues.computeIfAbsent(name, n -> new WaitQueue(store, n, queues));
+    }
+
+    @Override
+    public @Nullable Mono<Boolean> handOff(HeldLease releasing) {
+        WaitQueue queue = queues.get(releasing.name());
+        return queue == null || closed ? null : queue.handOff(releasing);
     }
 
     /** Whether the client has begun to close. */

@@ -12,6 +12,8 @@ class CountingLeaseStore implements LeaseStore {
 
     final AtomicInteger acquires = new AtomicInteger();
     final AtomicInteger releases = new AtomicInteger();
+    /** Hand-offs: each is a release and an acquire in one call. */
+    final AtomicInteger handoffs = new AtomicInteger();
     final List<Integer> renewBatches = new CopyOnWriteArrayList<>();
     private final LeaseStore delegate;
 
@@ -20,7 +22,7 @@ class CountingLeaseStore implements LeaseStore {
     }
 
     int calls() {
-        return acquires.get() + releases.get() + renewBatches.size();
+        return acquires.get() + releases.get() + handoffs.get() + renewBatches.size();
     }
 
     @Override
@@ -44,6 +46,14 @@ class CountingLeaseStore implements LeaseStore {
         return Mono.defer(() -> {
             releases.incrementAndGet();
             return delegate.release(name, owner, token);
+        });
+    }
+
+    @Override
+    public Mono<Handoff> handOff(String name, String owner, long token, String nextOwner, long leaseMillis, long floor) {
+        return Mono.defer(() -> {
+            handoffs.incrementAndGet();
+            return delegate.handOff(name, owner, token, nextOwner, leaseMillis, floor);
         });
     }
 

@@ -65,6 +65,36 @@ public abstract class LeaseStoreContract {
     }
 
     @Test
+    void aHandOffPassesTheLockFromItsHolderToTheNextOwnerWithAHigherToken() {
+        AcquireReply a = acquire(name, "a", 10_000, 0);
+        LeaseStore.Handoff handoff = store().handOff(name, "a", a.token(), "b", 10_000, 0).block(Duration.ofSeconds(5));
+        assertThat(handoff).isNotNull();
+        assertThat(handoff.released()).isTrue();
+        assertThat(handoff.next()).isNotNull();
+        assertThat(handoff.next().acquired()).isTrue();
+        assertThat(handoff.next().token()).isGreaterThan(a.token());
+        assertThat(acquire(name, "c", 10_000, 0).acquired()).as("the lock is b's now").isFalse();
+        assertThat(release(name, "a", a.token())).isFalse();
+        assertThat(release(name, "b", handoff.next().token())).isTrue();
+    }
+
+    @Test
+    void aHandOffFromALeaseThatDoesNotHoldTheLockReleasesNothingAndIsAPlainAcquire() {
+        AcquireReply a = acquire(name, "a", 10_000, 0);
+        LeaseStore.Handoff handoff = store().handOff(name, "x", a.token(), "b", 10_000, 0).block(Duration.ofSeconds(5));
+        assertThat(handoff).isNotNull();
+        assertThat(handoff.released()).isFalse();
+        assertThat(handoff.next()).isNotNull();
+        assertThat(handoff.next().acquired()).as("a holds the lock still").isFalse();
+        assertThat(release(name, "a", a.token())).isTrue();
+        LeaseStore.Handoff onFree = store().handOff(name, "a", a.token(), "b", 10_000, 0).block(Duration.ofSeconds(5));
+        assertThat(onFree).isNotNull();
+        assertThat(onFree.released()).isFalse();
+        assertThat(onFree.next()).isNotNull();
+        assertThat(onFree.next().acquired()).as("a free lock is taken").isTrue();
+    }
+
+    @Test
     void heldLockReportsTheHoldersRemainingTime() {
         acquire(name, "a", 10_000, 0);
         AcquireReply reply = acquire(name, "b", 10_000, 0);

@@ -618,24 +618,70 @@ class LeasingLockClientTest {
     }
 
     @Test
-    void aReleaseWakesOneWaiterAndWaitersAreServedInOrder() {
+    void aReleaseHandsTheLockToTheOldestWaiterInOneStoreCallAndWaitersAreServedInOrder() {
         FencedLease holder = acquire(LOCK);
         List<CompletableFuture<FencedLease>> waiters = new ArrayList<>();
         for (int i = 0; i < 10; i++) {
             waiters.add(client.acquire(LOCK).toFuture());
         }
-        int attemptsBefore = store.acquires.get();
+        int callsBefore = store.calls();
 
         holder.release().block(Duration.ofSeconds(1));
         assertThat(waiters.get(0)).isCompleted();
         assertThat(waiters.subList(1, 10)).allMatch(f -> !f.isDone());
-        assertThat(store.acquires.get() - attemptsBefore).as("attempts for one release").isEqualTo(1);
+        assertThat(store.calls() - callsBefore).as("store calls for one release and the next grant").isEqualTo(1);
+        assertThat(store.handoffs.get()).isEqualTo(1);
 
         for (int i = 0; i < 9; i++) {
             waiters.get(i).join().release().block(Duration.ofSeconds(1));
             assertThat(waiters.get(i + 1)).isCompleted();
         }
         assertThat(waiters.get(9).join().token()).isEqualTo(11);
+    }
+
+    @Test
+    void afterSixteenHandOffsInARowOneReleaseGoesToEveryone() {
+        FencedLease lease = acquire(LOCK);
+        List<CompletableFuture<FencedLease>> waiters = new ArrayList<>();
+        for (int i = 0; i < WaitQueue.MAX_HANDOFFS_IN_A_ROW + 2; i++) {
+            waiters.add(client.acquire(LOCK).toFuture());
+        }
+        for (int i = 0; i < WaitQueue.MAX_HANDOFFS_IN_A_ROW + 1; i++) {
+            lease.release().block(Duration.ofSeconds(1));
+            assertThat(waiters.get(i)).as("waiter %d served", i).isCompleted();
+            lease = waiters.get(i).join();
+        }
+        // The 17th release went to everyone: a plain release, and the head attempted on its notification.
+        assertThat(store.handoffs.get()).isEqualTo(WaitQueue.MAX_HANDOFFS_IN_A_ROW);
+        assertThat(store.releases.get()).isEqualTo(1);
+        lease.release().block(Duration.ofSeconds(1));
+        assertThat(store.handoffs.get()).as("hand-offs start again").isEqualTo(WaitQueue.MAX_HANDOFFS_IN_A_ROW + 1);
+        assertThat(waiters.get(WaitQueue.MAX_HANDOFFS_IN_A_ROW + 1)).isCompleted();
+    }
+
+    @Test
+    void aWaiterThatLeavesWhileTheHandOffIsInFlightLeavesTheLockFree() {
+        FencedLease holder = acquire(LOCK);
+        Disposable waiter = client.acquire(LOCK).subscribe();
+        memory.setReplyDelay(Duration.ofMillis(5));
+        CompletableFuture<ReleaseOutcome> released = holder.release().toFuture();
+        waiter.dispose(); // before the hand-off's reply arrives
+        elapse(5);
+        assertThat(released).isCompletedWithValue(ReleaseOutcome.RELEASED);
+        elapse(20);
+        assertThat(store.handoffs.get()).isEqualTo(1);
+        assertThat(memory.holder(LOCK)).as("the grant nobody took is undone").isEmpty();
+        assertThat(client.heldLeaseList()).isEmpty();
+    }
+
+    @Test
+    void aHandOffToALeaseThatNoLongerHoldsTheLockReportsItNotHeldAndTheWaiterStillGetsAFreeLock() {
+        FencedLease holder = acquire(LOCK);
+        CompletableFuture<FencedLease> waiter = client.acquire(LOCK).toFuture();
+        memory.forceRelease(LOCK); // the holder's key is gone (expired in the store, deleted by hand)
+        StepVerifier.create(holder.release()).expectNext(ReleaseOutcome.NOT_HELD).verifyComplete();
+        assertThat(waiter).isCompleted();
+        assertThat(waiter.join().token()).isGreaterThan(holder.token());
     }
 
     @Test

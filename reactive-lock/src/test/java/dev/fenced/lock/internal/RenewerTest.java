@@ -75,7 +75,8 @@ class RenewerTest {
         LeaseStore.AcquireReply reply = memory.acquire(name, owner, leaseTime.toMillis(), 0).block(Duration.ofSeconds(1));
         assertThat(reply).isNotNull();
         assertThat(reply.acquired()).isTrue();
-        HeldLease lease = new HeldLease(client.runtime(), renewer, new LeaseRegistry(), name, owner, reply.token(), leaseNanos, renewEvery,
+        HeldLease lease = new HeldLease(client.runtime(), renewer, new LeaseRegistry(), Handoffs.NONE, name, owner,
+                reply.token(), leaseNanos, renewEvery,
                 sentAt + leaseNanos - ClientSettings.driftNanos(leaseNanos), sentAt + renewEvery);
         renewer.track(lease);
         return lease;
@@ -344,8 +345,8 @@ class RenewerTest {
         for (int step = 0; step < 3_000; step++) {
             int op = random.nextInt(10);
             if (op < 4 || model.isEmpty()) {
-                HeldLease lease = new HeldLease(client.runtime(), new Renewer(client.runtime()), new LeaseRegistry(), "h" + step, "o",
-                        step, 3_000_000_000L, 1_000_000_000L, 0, 0);
+                HeldLease lease = new HeldLease(client.runtime(), new Renewer(client.runtime()), new LeaseRegistry(),
+                        Handoffs.NONE, "h" + step, "o", step, 3_000_000_000L, 1_000_000_000L, 0, 0);
                 all.add(lease);
                 heap.update(lease, origin + random.nextInt(100_000));
                 model.add(lease);

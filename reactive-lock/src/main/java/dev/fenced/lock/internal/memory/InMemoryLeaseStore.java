@@ -70,21 +70,36 @@ public final class InMemoryLeaseStore implements LeaseStore {
         if (scripted != null) {
             return withTimeout(scripted, name, "acquire");
         }
-        return command(name, "acquire", () -> {
+        return command(name, "acquire", () -> take(name, owner, leaseMillis, floor));
+    }
+
+    private synchronized AcquireReply take(String name, String owner, long leaseMillis, long floor) {
+        Held current = live(name);
+        if (current != null) {
+            if (current.owner.equals(owner)) {
+                locks.put(name, new Held(owner, current.token, expiry(leaseMillis)));
+                return AcquireReply.acquired(current.token);
+            }
+            return AcquireReply.busy(TimeUnit.NANOSECONDS.toMillis(current.expiresAt - now()));
+        }
+        long token = Math.max(counters.getOrDefault(name, 0L), floor) + 1;
+        counters.put(name, token);
+        issued.computeIfAbsent(name, n -> new ArrayList<>()).add(token);
+        locks.put(name, new Held(owner, token, expiry(leaseMillis)));
+        return AcquireReply.acquired(token);
+    }
+
+    /** In one step, as Redis's script does: the lock passes to the next owner without a release notification. */
+    @Override
+    public Mono<Handoff> handOff(String name, String owner, long token, String nextOwner, long leaseMillis, long floor) {
+        return command(name, "release", () -> {
             synchronized (this) {
                 Held current = live(name);
-                if (current != null) {
-                    if (current.owner.equals(owner)) {
-                        locks.put(name, new Held(owner, current.token, expiry(leaseMillis)));
-                        return AcquireReply.acquired(current.token);
-                    }
-                    return AcquireReply.busy(TimeUnit.NANOSECONDS.toMillis(current.expiresAt - now()));
+                boolean released = current != null && current.owner.equals(owner) && current.token == token;
+                if (released) {
+                    locks.remove(name);
                 }
-                long token = Math.max(counters.getOrDefault(name, 0L), floor) + 1;
-                counters.put(name, token);
-                issued.computeIfAbsent(name, n -> new ArrayList<>()).add(token);
-                locks.put(name, new Held(owner, token, expiry(leaseMillis)));
-                return AcquireReply.acquired(token);
+                return new Handoff(released, take(name, nextOwner, leaseMillis, floor), null);
             }
         });
     }
@@ -179,6 +194,15 @@ public final class InMemoryLeaseStore implements LeaseStore {
      */
     public void setReplyDelay(Duration delay) {
         this.replyDelay = delay;
+    }
+
+    /**
+     * Deletes a lock without notifying anyone, as its key expiring in Redis (or an operator deleting it) would.
+     *
+     * @param name the lock name
+     */
+    public synchronized void forceRelease(String name) {
+        locks.remove(name);
     }
 
     /**

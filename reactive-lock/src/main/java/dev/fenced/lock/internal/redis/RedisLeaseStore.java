@@ -109,6 +109,26 @@ public final class RedisLeaseStore implements LeaseStore {
         return reply.flatMap(this::verified);
     }
 
+    /**
+     * One script call: the acquire script, told that a lock holding {@code owner:token} counts as free. It takes
+     * the lock over for {@code nextOwner} without a release notification. With replica acknowledgement the
+     * default two steps run instead (the acknowledged acquire has a connection of its own).
+     */
+    @Override
+    public Mono<Handoff> handOff(String name, String owner, long token, String nextOwner, long leaseMillis, long floor) {
+        if (acks.required()) {
+            return LeaseStore.super.handOff(name, owner, token, nextOwner, leaseMillis, floor);
+        }
+        String[] scriptKeys = {keys.lockKey(name), keys.fenceKey(name)};
+        String[] args = {nextOwner, Long.toString(leaseMillis), Long.toString(floor), serverTimeTokens ? "1" : "", owner,
+                Long.toString(token)};
+        return commands.evalList(acquireScript, scriptKeys, args, name, "release")
+                .flatMap(reply -> {
+                    boolean released = reply.size() > 2 && reply.get(2) == 1L;
+                    return verified(acquireReply(reply)).map(next -> new Handoff(released, next, null));
+                });
+    }
+
     /** A grant, once a change of server found after a reconnect has been reported (at once while connected). */
     private Mono<AcquireReply> verified(AcquireReply reply) {
         return reply.acquired() ? connections.verified().thenReturn(reply) : Mono.just(reply);
