@@ -16,7 +16,8 @@ import java.time.Duration;
  * child then writes with the lease it believed held, releases, and answers {@code @@RESULT ...}. {@code EXIT}
  * ends it. Lines not starting with {@code @@} are logging. Times are {@link System#nanoTime()}.
  *
- * <p>Arguments: arm, Redis URI, R2DBC URL, account table, audit table, key prefix, lease time in ms.
+ * <p>Arguments: arm, the lock service ({@link Locker.Endpoint#encode()}: Redis or the PostgreSQL lease table), R2DBC
+ * URL of the ledger's database, account table, audit table, key prefix, lease time in ms.
  */
 public final class ChildWorker {
 
@@ -26,7 +27,7 @@ public final class ChildWorker {
     /**
      * Runs the child worker until {@code EXIT} or the end of standard input.
      *
-     * @param args arm, Redis URI, R2DBC URL, account table, audit table, key prefix, lease time in ms
+     * @param args arm, encoded lock service endpoint, R2DBC URL, account table, audit table, key prefix, lease time in ms
      * @throws Exception on any failure, which ends the child with a stack trace on standard error
      */
     public static void main(String[] args) throws Exception {
@@ -34,7 +35,8 @@ public final class ChildWorker {
         Duration leaseTime = Duration.ofMillis(Long.parseLong(args[6]));
         PrintStream out = new PrintStream(new java.io.FileOutputStream(java.io.FileDescriptor.out), true, StandardCharsets.UTF_8);
         BufferedReader in = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
-        try (Locker locker = Locker.create(arm, args[1], args[5], leaseTime, Duration.ofSeconds(10), "child");
+        try (Locker locker = Locker.create(arm, Locker.Endpoint.decode(args[1]), args[5], leaseTime, Duration.ofSeconds(10),
+                "child");
                 Ledger ledger = Ledger.open(args[2], args[3], args[4])) {
             // Connect and load scripts before the first real operation: a cold first acquire can outlast a lease.
             locker.acquire("warm-up").release();
@@ -55,7 +57,7 @@ public final class ChildWorker {
         long balance = 0;
         long acquireInvokedAt = 0;
         for (int attempt = 1; grant == null; attempt++) {
-            // The nemesis may be restarting Redis, or the machine is slow: retry (with back-off) what wrote nothing.
+            // The nemesis may be restarting the lock service, or the machine is slow: retry (with back-off) what wrote nothing.
             try {
                 acquireInvokedAt = System.nanoTime();
                 Grant candidate = locker.acquire(resource);

@@ -21,7 +21,7 @@ import org.slf4j.LoggerFactory;
 /**
  * A {@link ChildWorker} in a child JVM, and the freeze the nemesis puts it through: after the child checked
  * that its lease is held, the whole process is stopped with {@code kill -STOP}; while it is frozen another
- * holder takes the lock (which can only happen once the child's lease expired in Redis, so the freeze is
+ * holder takes the lock (which can only happen once the child's lease expired in the lock service, so the freeze is
  * longer than the lease by construction) and writes; then {@code kill -CONT}, and the child writes with the
  * lease it believed held. The child is killed on {@link #close()} and at JVM exit.
  */
@@ -48,11 +48,12 @@ final class FrozenChild implements AutoCloseable {
     }
 
     /** Starts the child and waits until it is connected and ready. */
-    static FrozenChild start(Arm arm, String redisUri, String r2dbcUrl, Ledger ledger, String prefix, Duration leaseTime) {
+    static FrozenChild start(Arm arm, Locker.Endpoint endpoint, String r2dbcUrl, Ledger ledger, String prefix,
+            Duration leaseTime) {
         String java = Path.of(System.getProperty("java.home"), "bin", "java").toString();
         List<String> command = List.of(java, "-Xmx160m", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC",
                 "-cp", System.getProperty("java.class.path"), ChildWorker.class.getName(),
-                arm.name(), redisUri, r2dbcUrl, ledger.accounts, ledger.audit, prefix, Long.toString(leaseTime.toMillis()));
+                arm.name(), endpoint.encode(), r2dbcUrl, ledger.accounts, ledger.audit, prefix, Long.toString(leaseTime.toMillis()));
         Process process;
         try {
             process = new ProcessBuilder(command).redirectError(ProcessBuilder.Redirect.INHERIT).start();

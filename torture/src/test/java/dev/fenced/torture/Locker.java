@@ -2,8 +2,15 @@ package dev.fenced.torture;
 
 import dev.fenced.lock.FencedLease;
 import dev.fenced.lock.FencedLockClient;
+import dev.fenced.lock.FencedLockClientBuilder;
+import dev.fenced.lock.PostgresLeaseTable;
 import dev.fenced.lock.ReleaseOutcome;
 import dev.fenced.lock.TokenScheme;
+import io.r2dbc.pool.ConnectionPool;
+import io.r2dbc.pool.ConnectionPoolConfiguration;
+import io.r2dbc.postgresql.PostgresqlConnectionFactoryProvider;
+import io.r2dbc.spi.ConnectionFactories;
+import io.r2dbc.spi.ConnectionFactoryOptions;
 import io.lettuce.core.RedisClient;
 import io.lettuce.core.RedisURI;
 import io.lettuce.core.ScriptOutputType;
@@ -15,13 +22,15 @@ import java.util.UUID;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.ThreadLocalRandom;
 import java.util.concurrent.TimeUnit;
+import reactor.core.publisher.Mono;
 import reactor.core.scheduler.Scheduler;
 import reactor.core.scheduler.Schedulers;
 
 /**
  * How one worker takes locks: with the library, or with the plain TTL lock of the control arm. Each worker has
- * its own locker (its own client, connections and renewal thread), reaching Redis through its own proxy, so
- * that a fault can hit one worker and not the others. Blocking: used from the worker's thread.
+ * its own locker (its own client, connections and renewal thread), reaching the lock service (Redis, or the
+ * PostgreSQL lease table) through its own proxy, so that a fault can hit one worker and not the others. Blocking:
+ * used from the worker's thread.
  */
 interface Locker extends AutoCloseable {
 
@@ -41,9 +50,89 @@ interface Locker extends AutoCloseable {
     @Override
     void close();
 
-    static Locker create(Arm arm, String uri, String prefix, Duration leaseTime, Duration maxWait, String name) {
-        return arm == Arm.PLAIN_TTL ? new Plain(uri, prefix, leaseTime, maxWait)
-                : new Fenced(uri, prefix, leaseTime, maxWait, arm.tokenScheme(), name);
+    static Locker create(Arm arm, Endpoint endpoint, String prefix, Duration leaseTime, Duration maxWait, String name) {
+        if (arm != Arm.PLAIN_TTL) {
+            return new Fenced(endpoint, prefix, leaseTime, maxWait, arm.tokenScheme(), name);
+        }
+        if (endpoint instanceof RedisEndpoint redis) {
+            return new Plain(redis.uri(), prefix, leaseTime, maxWait);
+        }
+        throw new IllegalArgumentException("The plain TTL lock of the control arm runs on Redis only, not on " + endpoint);
+    }
+
+    /**
+     * Where a lock client connects: Redis, or a PostgreSQL lease table. Encoded as one string for the child JVM's
+     * command line.
+     */
+    sealed interface Endpoint permits RedisEndpoint, PostgresEndpoint {
+
+        /**
+         * Points {@code builder} at the service; returns what must be closed once the client built from it is closed
+         * (the connection pool a PostgreSQL client uses, which the client never closes).
+         */
+        AutoCloseable configure(FencedLockClientBuilder builder);
+
+        /** One string for a command line; {@link #decode} reads it back. */
+        String encode();
+
+        static Endpoint decode(String encoded) {
+            String[] parts = encoded.split("\\|", 5);
+            return switch (parts[0]) {
+                case "redis" -> new RedisEndpoint(parts[1]);
+                case "postgres" -> new PostgresEndpoint(parts[4], parts[2], Integer.parseInt(parts[3]), parts[1]);
+                default -> throw new IllegalArgumentException("Not an encoded endpoint: " + encoded);
+            };
+        }
+    }
+
+    /** Redis at {@code uri}. */
+    record RedisEndpoint(String uri) implements Endpoint {
+
+        @Override
+        public AutoCloseable configure(FencedLockClientBuilder builder) {
+            builder.redisUri(uri);
+            return () -> { };
+        }
+
+        @Override
+        public String encode() {
+            return "redis|" + uri;
+        }
+    }
+
+    /**
+     * The lease table {@code table} of the database at {@code databaseUrl} (an R2DBC URL with credentials), reached at
+     * {@code host:port} (a proxy) instead of the URL's address. Each client gets a small pool of its own. Its
+     * connections cache no prepared statements, so every statement sends its SQL text and a proxy can tell an acquire
+     * from the rest ({@link PostgresTopology#acquireMarker()}); nothing else of the store depends on that cache.
+     */
+    record PostgresEndpoint(String databaseUrl, String host, int port, String table) implements Endpoint {
+
+        @Override
+        public AutoCloseable configure(FencedLockClientBuilder builder) {
+            ConnectionFactoryOptions options = ConnectionFactoryOptions.parse(databaseUrl).mutate()
+                    .option(ConnectionFactoryOptions.HOST, host)
+                    .option(ConnectionFactoryOptions.PORT, port)
+                    .option(PostgresqlConnectionFactoryProvider.PREPARED_STATEMENT_CACHE_QUERIES, 0)
+                    .build();
+            ConnectionPool pool = new ConnectionPool(ConnectionPoolConfiguration.builder(ConnectionFactories.get(options))
+                    .initialSize(1).maxSize(4).build());
+            builder.postgres(pool, PostgresLeaseTable.named(table));
+            return () -> pool.disposeLater().onErrorResume(e -> Mono.empty())
+                    .block(Duration.ofSeconds(10));
+        }
+
+        @Override
+        public String encode() {
+            // An R2DBC URL is percent-encoded: it holds no '|'.
+            return "postgres|" + table + "|" + host + "|" + port + "|" + databaseUrl;
+        }
+
+        /** Without the URL, which may hold a password. */
+        @Override
+        public String toString() {
+            return "PostgreSQL lease table " + table + " through " + host + ":" + port;
+        }
     }
 
     /** The acquire did not produce a lock. */
@@ -60,14 +149,30 @@ interface Locker extends AutoCloseable {
     final class Fenced implements Locker {
 
         private final Scheduler renewals;
+        private final AutoCloseable connections;
         private final FencedLockClient client;
         private final Duration maxWait;
 
-        Fenced(String uri, String prefix, Duration leaseTime, Duration maxWait, TokenScheme tokenScheme, String name) {
+        Fenced(Endpoint endpoint, String prefix, Duration leaseTime, Duration maxWait, TokenScheme tokenScheme, String name) {
             this.renewals = Schedulers.newSingle("torture-renewal-" + name, true);
             this.maxWait = maxWait;
-            this.client = FencedLockClient.builder().redisUri(uri).keyPrefix(prefix).leaseTime(leaseTime)
-                    .maxWait(maxWait).tokenScheme(tokenScheme).scheduler(renewals).build();
+            FencedLockClientBuilder builder = FencedLockClient.builder().keyPrefix(prefix).leaseTime(leaseTime)
+                    .maxWait(maxWait).tokenScheme(tokenScheme).scheduler(renewals);
+            this.connections = endpoint.configure(builder);
+            try {
+                this.client = builder.build();
+            } catch (RuntimeException e) {
+                closeQuietly(connections);
+                throw e;
+            }
+        }
+
+        private static void closeQuietly(AutoCloseable resource) {
+            try {
+                resource.close();
+            } catch (Exception suppressed) {
+                // The build failure is what matters.
+            }
         }
 
         FencedLockClient client() {
@@ -112,7 +217,13 @@ interface Locker extends AutoCloseable {
             try {
                 client.close();
             } finally {
-                renewals.dispose();
+                try {
+                    connections.close();
+                } catch (Exception e) {
+                    throw new IllegalStateException("Could not close the connections of a locker", e);
+                } finally {
+                    renewals.dispose();
+                }
             }
         }
     }

@@ -22,9 +22,12 @@ import org.jspecify.annotations.Nullable;
  * <p>The replica replicates through a proxy of its own: blackholing it cuts replication, so that writes
  * acknowledged by the primary are lost when the replica is promoted. Thread-safe for one nemesis thread.
  */
-final class RedisTopology implements AutoCloseable {
+final class RedisTopology implements LockService {
 
     private static final Duration ADMIN_TIMEOUT = Duration.ofSeconds(10);
+
+    /** The suffix of a lock's token counter key ({@code prefix{name}:fence}), one of the acquire script's keys. */
+    static final String COUNTER_SUFFIX = ":fence";
 
     private final String sharedHost;
     private final int sharedPort;
@@ -67,7 +70,7 @@ final class RedisTopology implements AutoCloseable {
         return topology;
     }
 
-    boolean ownsServers() {
+    private boolean ownsServers() {
         return nodes != null;
     }
 
@@ -85,7 +88,8 @@ final class RedisTopology implements AutoCloseable {
     }
 
     /** A new proxy to the current primary for one client; moved along by {@link #failover()}. */
-    TcpProxy clientProxy() {
+    @Override
+    public TcpProxy clientProxy() {
         TcpProxy proxy = TcpProxy.start(primaryHost(), primaryPort());
         clientProxies.add(proxy);
         return proxy;
@@ -93,6 +97,48 @@ final class RedisTopology implements AutoCloseable {
 
     List<TcpProxy> clientProxies() {
         return List.copyOf(clientProxies);
+    }
+
+    @Override
+    public Locker.Endpoint endpoint(TcpProxy proxy) {
+        return new Locker.RedisEndpoint(uriOf(proxy));
+    }
+
+    /** The counter key is among the acquire script's keys, and no other script's. */
+    @Override
+    public String acquireMarker() {
+        return COUNTER_SUFFIX;
+    }
+
+    /** The lock key's value is {@code owner:token}. */
+    @Override
+    public LockService.@Nullable Holder holder(String lockId) {
+        String value = onPrimary(c -> c.get(lockId));
+        if (value == null) {
+            return null;
+        }
+        Long ttl = onPrimary(c -> c.pttl(lockId));
+        return new Holder(value.substring(0, Math.max(0, value.lastIndexOf(':'))), ttl == null ? -1 : ttl);
+    }
+
+    @Override
+    public long counter(String lockId) {
+        String value = onPrimary(c -> c.get(lockId + COUNTER_SUFFIX));
+        return value == null ? 0 : Long.parseLong(value);
+    }
+
+    /** Redis runs keep their tables in the shared test database. */
+    @Override
+    public String ledgerUrl(String sharedDatabase) {
+        return sharedDatabase;
+    }
+
+    /** On the shared server, deletes the run's keys; servers of our own go with their data. */
+    @Override
+    public void removeRunState(String prefix) {
+        if (!ownsServers()) {
+            deleteKeys(prefix);
+        }
     }
 
     /** Restarts the primary without persistence: every key, counters included, is gone. */
@@ -154,7 +200,7 @@ final class RedisTopology implements AutoCloseable {
     }
 
     /** Deletes every key starting with {@code prefix} (a run's keys on the shared server, counters included). */
-    void deleteKeys(String prefix) {
+    private void deleteKeys(String prefix) {
         onPrimary(c -> {
             io.lettuce.core.ScanCursor cursor = io.lettuce.core.ScanCursor.INITIAL;
             do {

@@ -53,8 +53,8 @@ final class Report {
         String text = "# Torture report\n\n" + "Run finished " + Instant.now() + " after "
                 + Duration.ofNanos(System.nanoTime() - startedAt).toSeconds() + " s.\n\n" + table()
                 + "\nLoss latency: when a lease's loss signal fired, relative to its local validity deadline (or the end "
-                + "of the holder's freeze); negative means before the deadline (Redis said the lease was gone, or the "
-                + "server answered as another one). "
+                + "of the holder's freeze); negative means before the deadline (the lock service said the lease was gone, or "
+                + "Redis answered as another server). "
                 + "I5 bound: " + Checker.LOSS_SIGNAL_BOUND.toMillis() + " ms.\n\n" + examples();
         try {
             Files.createDirectories(directory);

@@ -1,5 +1,7 @@
 package dev.fenced.torture;
 
+import dev.fenced.lock.FencedLockClient;
+import dev.fenced.lock.FencedLockClientBuilder;
 import dev.fenced.testservices.TcpProxy;
 import java.time.Duration;
 import java.util.ArrayList;
@@ -9,14 +11,16 @@ import java.util.UUID;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.TimeUnit;
 import java.util.function.Supplier;
+import java.util.function.UnaryOperator;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
 /**
- * Runs one scenario in one arm: sets up Redis (through {@link RedisTopology}), fresh tables, the workers and a
- * deadline sampler, lets the {@link Nemesis} inject its faults until the run's time is up, waits until the
- * system made progress after the last fault healed, stops the workers, and hands history and database to the
- * {@link Checker}. Everything it starts is stopped again, also when something fails, and at JVM exit.
+ * Runs one scenario in one arm: sets up the lock service ({@link RedisTopology} or {@link PostgresTopology}),
+ * fresh tables, the workers and a deadline sampler, lets the {@link Nemesis} inject its faults until the run's
+ * time is up, waits until the system made progress after the last fault healed, stops the workers, and hands
+ * history and database to the {@link Checker}. Everything it starts is stopped again, also when something
+ * fails, and at JVM exit.
  */
 final class Run {
 
@@ -31,9 +35,10 @@ final class Run {
     /**
      * What one run is made of.
      *
-     * @param topology a new topology for this run, closed by the run
+     * @param service a new lock service for this run, closed by the run
+     * @param r2dbcUrl the shared test database, where Redis runs keep their tables
      */
-    record Setup(String scenario, Arm arm, Supplier<RedisTopology> topology, String r2dbcUrl, int workers,
+    record Setup(String scenario, Arm arm, Supplier<? extends LockService> service, String r2dbcUrl, int workers,
             List<String> resources, List<String> witnessResources, Worker.Profile profile, Duration duration) {
     }
 
@@ -48,11 +53,12 @@ final class Run {
         List<Thread> threads = new ArrayList<>();
         Context context = null;
         try {
-            RedisTopology topology = setup.topology().get();
-            resources.add(topology);
+            LockService service = setup.service().get();
+            resources.add(service);
             List<String> all = new ArrayList<>(setup.resources());
             all.addAll(setup.witnessResources());
-            Ledger ledger = Ledger.create(setup.r2dbcUrl(), all);
+            String ledgerUrl = service.ledgerUrl(setup.r2dbcUrl());
+            Ledger ledger = Ledger.create(ledgerUrl, all);
             resources.add(() -> {
                 try {
                     ledger.drop();
@@ -61,13 +67,11 @@ final class Run {
                 }
             });
             String prefix = "torture-" + UUID.randomUUID() + ":";
-            if (!topology.ownsServers()) {
-                // Resources close in reverse order: this runs after every client of the run is closed.
-                resources.add(1, () -> topology.deleteKeys(prefix));
-            }
+            // Resources close in reverse order: this runs after every client of the run is closed.
+            resources.add(1, () -> service.removeRunState(prefix));
             History history = new History();
             Set<Grant> active = ConcurrentHashMap.newKeySet();
-            context = new Context(setup, topology, ledger, prefix, history, active, resources);
+            context = new Context(setup, service, ledgerUrl, ledger, prefix, history, active, resources);
             for (int i = 1; i <= setup.workers(); i++) {
                 Worker worker = context.worker("w" + i, setup.resources());
                 threads.add(start("torture-worker-" + i, worker));
@@ -143,7 +147,8 @@ final class Run {
     static final class Context {
 
         final Setup setup;
-        final RedisTopology topology;
+        final LockService service;
+        final String ledgerUrl;
         final Ledger ledger;
         final String prefix;
         final History history;
@@ -154,10 +159,11 @@ final class Run {
         private final long endsAt;
         private volatile boolean running = true;
 
-        Context(Setup setup, RedisTopology topology, Ledger ledger, String prefix, History history, Set<Grant> active,
-                List<AutoCloseable> resources) {
+        Context(Setup setup, LockService service, String ledgerUrl, Ledger ledger, String prefix, History history,
+                Set<Grant> active, List<AutoCloseable> resources) {
             this.setup = setup;
-            this.topology = topology;
+            this.service = service;
+            this.ledgerUrl = ledgerUrl;
             this.ledger = ledger;
             this.prefix = prefix;
             this.history = history;
@@ -170,6 +176,22 @@ final class Run {
             return setup.profile().leaseTime();
         }
 
+        /** The run's Redis, for the faults only Redis takes. */
+        RedisTopology redis() {
+            if (service instanceof RedisTopology redis) {
+                return redis;
+            }
+            throw new IllegalStateException("This scenario needs Redis, but the run's locks are on " + service);
+        }
+
+        /** The run's PostgreSQL lease store, for the faults only it takes. */
+        PostgresTopology postgres() {
+            if (service instanceof PostgresTopology postgres) {
+                return postgres;
+            }
+            throw new IllegalStateException("This scenario needs the PostgreSQL store, but the run's locks are on " + service);
+        }
+
         boolean timeLeft() {
             return System.nanoTime() - endsAt < 0;
         }
@@ -180,7 +202,7 @@ final class Run {
 
         /** A worker with a locker of its own, behind a proxy of its own, on {@code resources}. */
         Worker worker(String name, List<String> resources) {
-            TcpProxy proxy = topology.clientProxy();
+            TcpProxy proxy = service.clientProxy();
             workerProxies.add(proxy);
             return new Worker(name, locker(name, proxy), ledger, setup.arm(), resources, history, setup.profile(),
                     this::isRunning, active);
@@ -191,15 +213,26 @@ final class Run {
             return List.copyOf(workerProxies);
         }
 
-        /** A locker of this run's arm, behind a new proxy to the current primary; closed with the run. */
+        /** A locker of this run's arm, behind a new proxy to the lock service; closed with the run. */
         Locker locker(String name) {
-            return locker(name, topology.clientProxy());
+            return locker(name, service.clientProxy());
         }
 
         private Locker locker(String name, TcpProxy proxy) {
-            Locker locker = Locker.create(setup.arm(), RedisTopology.uriOf(proxy), prefix, leaseTime(), setup.profile().maxWait(), name);
+            Locker locker = Locker.create(setup.arm(), service.endpoint(proxy), prefix, leaseTime(), setup.profile().maxWait(),
+                    name);
             resources.add(locker);
             return locker;
+        }
+
+        /**
+         * A client of the library with the run's key prefix, reaching the lock service through {@code proxy}, with
+         * {@code settings} applied; closed with the run, and its connections after it.
+         */
+        FencedLockClient client(TcpProxy proxy, UnaryOperator<FencedLockClientBuilder> settings) {
+            FencedLockClientBuilder builder = FencedLockClient.builder().keyPrefix(prefix);
+            closeLater(service.endpoint(proxy).configure(builder));
+            return closeLater(settings.apply(builder).build());
         }
 
         /** Samples the grant's deadline until {@link #untrack}, as the workers' grants are. */

@@ -16,12 +16,13 @@ import org.jspecify.annotations.Nullable;
 import reactor.core.Disposable;
 
 /**
- * The nemeses of the scenarios of issue #5, and the scripted witnesses that force the interleaving a
+ * The nemeses of the scenarios of issue #5 and of the PostgreSQL arm (issue #17, scenarios {@code P…}: the same
+ * workload with the locks in a PostgreSQL lease table), and the scripted witnesses that force the interleaving a
  * scenario is about (so that a control arm is flagged on every run, not only on lucky ones).
  */
 final class Scenarios {
 
-    private static final String ACQUIRE_MARKER = ":fence";
+    private static final org.slf4j.Logger LOG = org.slf4j.LoggerFactory.getLogger(Scenarios.class);
 
     /** Sets a counter back by ARGV[1], if it exists; returns its new value, or -1. */
     private static final String SET_BACK = "if redis.call('EXISTS', KEYS[1]) == 0 then return -1 end "
@@ -39,6 +40,18 @@ final class Scenarios {
      */
     static final java.util.concurrent.atomic.AtomicLong GRANTS_BELOW_STALLED = new java.util.concurrent.atomic.AtomicLong();
 
+    /**
+     * Acquires of the reset witness (4b) that failed although the lock service ran them (the lock's counter moved on),
+     * across runs: proof that the reset came after the acquire was executed, not before it was.
+     */
+    static final java.util.concurrent.atomic.AtomicLong ACQUIRES_RUN_REPLY_LOST = new java.util.concurrent.atomic.AtomicLong();
+
+    /** Writes of the child JVM frozen with SIGSTOP (scenarios 1 and P1) that storage rejected, across runs. */
+    static final java.util.concurrent.atomic.AtomicLong FROZEN_WRITES_REJECTED = new java.util.concurrent.atomic.AtomicLong();
+
+    /** Restarts of the lease database by scenario P2, across runs. */
+    static final java.util.concurrent.atomic.AtomicLong DATABASE_RESTARTS = new java.util.concurrent.atomic.AtomicLong();
+
     /** Acquires cancelled before they emitted a lease, across runs: proof that scenario 6 cancelled anything. */
     static final java.util.concurrent.atomic.AtomicLong CANCELLED_IN_FLIGHT = new java.util.concurrent.atomic.AtomicLong();
 
@@ -55,8 +68,8 @@ final class Scenarios {
     static Run.Nemesis stalls(int freezes) {
         return context -> {
             String resource = context.setup.witnessResources().get(0);
-            TcpProxy proxy = context.topology.clientProxy();
-            try (FrozenChild child = FrozenChild.start(context.setup.arm(), RedisTopology.uriOf(proxy), context.setup.r2dbcUrl(),
+            TcpProxy proxy = context.service.clientProxy();
+            try (FrozenChild child = FrozenChild.start(context.setup.arm(), context.service.endpoint(proxy), context.ledgerUrl,
                     context.ledger, context.prefix, context.leaseTime())) {
                 Worker witness = context.worker("witness", List.of(resource));
                 for (int round = 1; round <= freezes; round++) {
@@ -68,6 +81,9 @@ final class Scenarios {
                         }
                     });
                     context.history.record(op);
+                    if (op.outcome() == History.Outcome.STALE) {
+                        FROZEN_WRITES_REJECTED.incrementAndGet();
+                    }
                 }
             }
             while (context.timeLeft()) {
@@ -84,14 +100,65 @@ final class Scenarios {
                 context.pace(everyMillis);
                 long at = System.nanoTime();
                 if (restart) {
-                    context.topology.restartPrimary();
+                    context.redis().restartPrimary();
                 } else {
-                    context.topology.flushAll();
+                    context.redis().flushAll();
                 }
                 context.history.fault(restart ? "restart" : "flushall", at, System.nanoTime());
                 restart = !restart;
             }
         };
+    }
+
+    /**
+     * (P2) The lease database restarted, alternately after a fast shutdown and after an immediate one (every server
+     * process quits at once and the next start recovers from the WAL, as after a crash). Leases, counters and the
+     * account and audit rows are committed data: before each restart the nemesis reads every lease row's token and
+     * counts the audit rows, and after it every lease row must still be there with at least that token, and no audit
+     * row may be missing. Each restart fails unless the postmaster really changed, and the run fails unless it
+     * restarted the server both ways.
+     */
+    static Run.Nemesis restartDatabase(long everyMillis) {
+        return context -> {
+            PostgresTopology postgres = context.postgres();
+            Map<RestartablePostgres.Shutdown, Integer> restarts = new java.util.EnumMap<>(RestartablePostgres.Shutdown.class);
+            RestartablePostgres.Shutdown next = RestartablePostgres.Shutdown.FAST;
+            while (context.timeLeft()) {
+                context.pace(everyMillis);
+                Map<String, Long> tokens = postgres.tokens();
+                long audited = postgres.rows(context.ledger.audit);
+                long at = System.nanoTime();
+                postgres.restart(next);
+                context.history.fault("restart (" + next + " shutdown)", at, System.nanoTime());
+                restarts.merge(next, 1, Integer::sum);
+                requireSurvived(postgres, tokens, audited, context.ledger.audit, next);
+                next = next == RestartablePostgres.Shutdown.FAST ? RestartablePostgres.Shutdown.IMMEDIATE
+                        : RestartablePostgres.Shutdown.FAST;
+            }
+            if (restarts.size() < RestartablePostgres.Shutdown.values().length) {
+                throw new IllegalStateException("The database was not restarted both ways (" + restarts
+                        + "): the scenario tested less than it says");
+            }
+            DATABASE_RESTARTS.addAndGet(restarts.values().stream().mapToInt(Integer::intValue).sum());
+            LOG.info("Restarts of the lease database, by shutdown mode: {}; every lease and audit row survived", restarts);
+        };
+    }
+
+    private static void requireSurvived(PostgresTopology postgres, Map<String, Long> tokens, long audited, String audit,
+            RestartablePostgres.Shutdown shutdown) {
+        Map<String, Long> after = postgres.tokens();
+        for (Map.Entry<String, Long> row : tokens.entrySet()) {
+            Long token = after.get(row.getKey());
+            if (token == null || token < row.getValue()) {
+                throw new IllegalStateException("A restart (" + shutdown + " shutdown) lost a committed lease row: "
+                        + row.getKey() + " had token " + row.getValue() + ", now " + token);
+            }
+        }
+        long auditedAfter = postgres.rows(audit);
+        if (auditedAfter < audited) {
+            throw new IllegalStateException("A restart (" + shutdown + " shutdown) lost committed audit rows: "
+                    + audited + " before, " + auditedAfter + " after");
+        }
     }
 
     /**
@@ -117,13 +184,13 @@ final class Scenarios {
         Witness b = new Witness(context, "witness-b", second);
         // A write that replicates, so the replica's token counter is just below what the primary issues next.
         a.fullOperation(resource, "wf" + round + "-clean");
-        if (!context.topology.awaitReplicated()) {
+        if (!context.redis().awaitReplicated()) {
             throw new IllegalStateException("The replica did not catch up before the failover of round " + round);
         }
         long cutAt = System.nanoTime();
-        context.topology.cutReplication();
+        context.redis().cutReplication();
         Witness.Step paused = a.acquireClaimRead(resource, "wf" + round + "-paused");
-        context.topology.failover();
+        context.redis().failover();
         context.history.fault("failover", cutAt, System.nanoTime());
         Witness.Step newer = null;
         for (int attempt = 1; attempt <= 3 && newer == null; attempt++) {
@@ -143,7 +210,7 @@ final class Scenarios {
         }
     }
 
-    /** (4) A connection reset after an acquire reached Redis, before its reply reached the client. */
+    /** (4) A connection reset after an acquire reached the lock service, before its reply reached the client. */
     static Run.Nemesis resetAfterAcquire(long everyMillis) {
         return context -> {
             List<TcpProxy> proxies = context.workerProxies();
@@ -151,12 +218,14 @@ final class Scenarios {
                 context.pace(everyMillis);
                 TcpProxy proxy = proxies.get(ThreadLocalRandom.current().nextInt(proxies.size()));
                 long at = System.nanoTime();
-                proxy.resetAfterRequestContaining(ACQUIRE_MARKER, 1);
+                proxy.resetAfterRequestContaining(context.service.acquireMarker(), 1);
                 context.history.fault("reset-after-acquire", at, at);
             }
-            if (proxies.stream().mapToInt(TcpProxy::resetsFired).sum() == 0) {
+            int fired = proxies.stream().mapToInt(TcpProxy::resetsFired).sum();
+            if (fired == 0) {
                 throw new IllegalStateException("No connection was reset after an acquire: the scenario tested nothing");
             }
+            LOG.info("Connections reset after an acquire: {}", fired);
         };
     }
 
@@ -166,17 +235,19 @@ final class Scenarios {
     }
 
     /**
-     * Witness of (4): a client with a long lease loses the reply of an acquire that Redis executed. The acquire
-     * fails, so nobody knows the lock is held; once the client is connected again, that lock must be gone (the
-     * client undoes what the failed attempt may have taken), not left until its lease expires.
+     * Witness of (4): a client with a long lease loses the reply of an acquire that the lock service executed. The
+     * acquire fails, so nobody knows the lock is held; once the client is connected again, that lock must be gone (the
+     * client undoes what the failed attempt may have taken), not left until its lease expires. A failed acquire after
+     * which the lock's counter had moved on ran in the service: {@link #ACQUIRES_RUN_REPLY_LOST} counts those.
      */
     private static void resetWitness(Run.Context context) throws InterruptedException {
         String resource = context.setup.witnessResources().get(0);
-        TcpProxy proxy = context.topology.clientProxy();
-        FencedLockClient client = context.closeLater(FencedLockClient.builder().redisUri(RedisTopology.uriOf(proxy))
-                .keyPrefix(context.prefix).leaseTime(Duration.ofSeconds(20)).build());
+        String lockId = context.prefix + "{" + resource + "}";
+        TcpProxy proxy = context.service.clientProxy();
+        FencedLockClient client = context.client(proxy, b -> b.leaseTime(Duration.ofSeconds(20)));
         client.ping().block(Duration.ofSeconds(10));
-        proxy.resetAfterRequestContaining(ACQUIRE_MARKER, 1);
+        long counterBefore = context.service.counter(lockId);
+        proxy.resetAfterRequestContaining(context.service.acquireMarker(), 1);
         long at = System.nanoTime();
         try {
             dev.fenced.lock.FencedLease lease = client.acquire(resource).block(Duration.ofSeconds(30));
@@ -187,6 +258,9 @@ final class Scenarios {
             }
         } catch (RuntimeException expected) {
             // The reply was lost: the acquire fails, and its lock, if taken, has no known holder.
+            if (proxy.resetsFired() > 0 && context.service.counter(lockId) > counterBefore) {
+                ACQUIRES_RUN_REPLY_LOST.incrementAndGet();
+            }
         }
         for (int attempt = 0; attempt < 100; attempt++) {
             try {
@@ -200,7 +274,7 @@ final class Scenarios {
         checkOrphans(context, List.of(resource));
     }
 
-    /** (5) A partition of some workers from Redis, longer than the lease, while they renew. */
+    /** (5) A partition of some workers from the lock service, longer than the lease, while they renew. */
     static Run.Nemesis partition(long everyMillis) {
         return context -> {
             List<TcpProxy> proxies = new ArrayList<>(context.workerProxies());
@@ -236,16 +310,14 @@ final class Scenarios {
             // The cancellers subscribe with lambdas, which Reactor lets drop a lease that arrives as they are
             // disposed; the library releases such leases once its hook is installed, as its docs ask.
             FencedLockClient.releaseLeasesDroppedBySubscribers();
-            TcpProxy proxy = context.topology.clientProxy();
+            TcpProxy proxy = context.service.clientProxy();
             proxy.delayReplies(5);
-            FencedLockClient client = context.closeLater(FencedLockClient.builder().redisUri(RedisTopology.uriOf(proxy))
-                    .keyPrefix(context.prefix).leaseTime(Duration.ofSeconds(10)).build());
+            FencedLockClient client = context.client(proxy, b -> b.leaseTime(Duration.ofSeconds(10)));
             // A storm on locks of their own: maximum waits of 1-30 ms and cancels within 4 ms, replies 2 ms late,
             // so that cancels, wait deadlines and replies race.
-            TcpProxy stormProxy = context.topology.clientProxy();
+            TcpProxy stormProxy = context.service.clientProxy();
             stormProxy.delayReplies(2);
-            FencedLockClient storm = context.closeLater(FencedLockClient.builder().redisUri(RedisTopology.uriOf(stormProxy))
-                    .keyPrefix(context.prefix).leaseTime(Duration.ofSeconds(10)).build());
+            FencedLockClient storm = context.client(stormProxy, b -> b.leaseTime(Duration.ofSeconds(10)));
             warmUp(storm);
             List<Thread> threads = new ArrayList<>();
             for (int i = 0; i < STORM_THREADS; i++) {
@@ -319,30 +391,30 @@ final class Scenarios {
     private static void checkOrphans(Run.Context context, List<String> resources) throws InterruptedException {
         Map<String, String> suspects = new HashMap<>();
         for (String resource : resources) {
-            String owner = unknownOwner(context, resource);
-            if (owner != null) {
-                suspects.put(resource, owner);
+            LockService.Holder holder = unknownHolder(context, resource);
+            if (holder != null) {
+                suspects.put(resource, holder.owner());
             }
         }
         long giveUp = System.nanoTime() + TimeUnit.SECONDS.toNanos(1);
         while (!suspects.isEmpty() && System.nanoTime() - giveUp < 0) {
             context.pace(20);
-            suspects.entrySet().removeIf(e -> !e.getValue().equals(unknownOwner(context, e.getKey())));
+            suspects.entrySet().removeIf(e -> {
+                LockService.Holder holder = unknownHolder(context, e.getKey());
+                return holder == null || !holder.owner().equals(e.getValue());
+            });
         }
         suspects.forEach((resource, owner) -> {
-            Long ttl = context.topology.onPrimary(c -> c.pttl(context.prefix + "{" + resource + "}"));
+            LockService.Holder holder = unknownHolder(context, resource);
+            long left = holder == null ? 0 : holder.remainingMillis();
             context.history.orphan(resource + " held by unknown owner " + owner + " (a cancelled or failed acquire), "
-                    + ttl + " ms of its lease left");
+                    + left + " ms of its lease left");
         });
     }
 
-    private static @Nullable String unknownOwner(Run.Context context, String resource) {
-        String value = context.topology.onPrimary(c -> c.get(context.prefix + "{" + resource + "}"));
-        if (value == null) {
-            return null;
-        }
-        String owner = value.substring(0, Math.max(0, value.lastIndexOf(':')));
-        return context.history.isKnownOwner(owner) ? null : owner;
+    private static LockService.@Nullable Holder unknownHolder(Run.Context context, String resource) {
+        LockService.Holder holder = context.service.holder(context.prefix + "{" + resource + "}");
+        return holder == null || context.history.isKnownOwner(holder.owner()) ? null : holder;
     }
 
     /** (7) SCRIPT FLUSH: the client must fall back from EVALSHA to EVAL. */
@@ -350,14 +422,14 @@ final class Scenarios {
         return context -> {
             // Every client has loaded its scripts by now; from here on an EVAL can only be a NOSCRIPT fallback.
             context.pace(1_000);
-            context.topology.onPrimary(c -> c.configResetstat());
+            context.redis().onPrimary(c -> c.configResetstat());
             while (context.timeLeft()) {
                 context.pace(everyMillis);
                 long at = System.nanoTime();
-                context.topology.scriptFlush();
+                context.redis().scriptFlush();
                 context.history.fault("script-flush", at, System.nanoTime());
             }
-            String stats = context.topology.onPrimary(c -> c.info("commandstats"));
+            String stats = context.redis().onPrimary(c -> c.info("commandstats"));
             if (!stats.contains("cmdstat_eval:")) {
                 throw new IllegalStateException("No EVAL ran after SCRIPT FLUSH: the NOSCRIPT fallback was not exercised");
             }
@@ -457,8 +529,8 @@ final class Scenarios {
      * {@code -1}, if there was no counter).
      */
     private static long setBackCounter(Run.Context context, String resource, int grants) {
-        String key = context.prefix + "{" + resource + "}" + ACQUIRE_MARKER;
-        Long value = context.topology.onPrimary(c -> c.eval(SET_BACK, ScriptOutputType.INTEGER, new String[] {key},
+        String key = context.prefix + "{" + resource + "}" + RedisTopology.COUNTER_SUFFIX;
+        Long value = context.redis().onPrimary(c -> c.eval(SET_BACK, ScriptOutputType.INTEGER, new String[] {key},
                 Integer.toString(grants)));
         return value == null ? -1 : value;
     }
@@ -467,16 +539,15 @@ final class Scenarios {
     static Run.Nemesis soak() {
         return context -> {
             ThreadLocalRandom random = ThreadLocalRandom.current();
-            TcpProxy cancelProxy = context.topology.clientProxy();
+            TcpProxy cancelProxy = context.service.clientProxy();
             cancelProxy.delayReplies(5);
-            FencedLockClient cancelClient = context.closeLater(FencedLockClient.builder().redisUri(RedisTopology.uriOf(cancelProxy))
-                    .keyPrefix(context.prefix).leaseTime(Duration.ofSeconds(10)).build());
+            FencedLockClient cancelClient = context.client(cancelProxy, b -> b.leaseTime(Duration.ofSeconds(10)));
             context.background("torture-canceller", () -> cancelLoop(context, cancelClient));
             String resource = context.setup.witnessResources().get(0);
             Locker first = context.locker("witness-a");
             Locker second = context.locker("witness-b");
             FrozenChild child = context.closeLater(FrozenChild.start(context.setup.arm(),
-                    RedisTopology.uriOf(context.topology.clientProxy()), context.setup.r2dbcUrl(), context.ledger, context.prefix,
+                    context.service.endpoint(context.service.clientProxy()), context.ledgerUrl, context.ledger, context.prefix,
                     context.leaseTime()));
             Worker witness = context.worker("witness", List.of(resource));
             List<TcpProxy> proxies = new ArrayList<>(context.workerProxies());
@@ -487,20 +558,20 @@ final class Scenarios {
                 long at = System.nanoTime();
                 switch (random.nextInt(8)) {
                     case 0 -> {
-                        context.topology.restartPrimary();
+                        context.redis().restartPrimary();
                         context.history.fault("restart", at, System.nanoTime());
                     }
                     case 1 -> {
-                        context.topology.flushAll();
+                        context.redis().flushAll();
                         context.history.fault("flushall", at, System.nanoTime());
                     }
                     case 2 -> {
-                        context.topology.scriptFlush();
+                        context.redis().scriptFlush();
                         context.history.fault("script-flush", at, System.nanoTime());
                     }
                     case 3 -> partitionOnce(context, proxies);
                     case 4 -> {
-                        proxies.get(random.nextInt(proxies.size())).resetAfterRequestContaining(ACQUIRE_MARKER, 1);
+                        proxies.get(random.nextInt(proxies.size())).resetAfterRequestContaining(context.service.acquireMarker(), 1);
                         context.history.fault("reset-after-acquire", at, at);
                     }
                     case 5 -> failoverRound(context, resource, first, second, round);

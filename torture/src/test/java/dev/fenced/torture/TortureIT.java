@@ -24,7 +24,10 @@ import org.junit.jupiter.api.extension.ExtendWith;
  * The Jepsen-style checker of issue #5: each scenario runs the workload under its faults and must show no
  * invariant violation for Fenced, and each control arm must be flagged (which proves the checker can fail).
  * Scenarios that restart, flush or fail Redis over use Redis processes of their own; the others reach the
- * shared test server through proxies. The summary table is printed and written to
+ * shared test server through proxies. The PostgreSQL arm (issue #17; methods {@code postgres*}, scenarios
+ * {@code P…}) runs the same workload with the lock clients on the PostgreSQL lease store, each reaching the
+ * database through a proxy of its own; it keeps its lease table in the shared test database, except the restart
+ * scenario, which restarts a PostgreSQL of its own. The summary table is printed and written to
  * {@code target/torture-report.md}. {@code -Dtorture.soak=PT30M} makes the soak scenario run that long.
  */
 @ExtendWith({RedisServerExtension.class, PostgresServerExtension.class})
@@ -66,9 +69,19 @@ class TortureIT {
         return RedisTopology::ownPair;
     }
 
-    private static Checker.Result run(String scenario, Arm arm, Supplier<RedisTopology> topology, Duration duration,
+    /** A lease table of the run's own in the shared test database. */
+    private static Supplier<LockService> postgresShared() {
+        return () -> PostgresTopology.shared(r2dbcUrl);
+    }
+
+    /** A PostgreSQL server of the run's own, with the lease table and the run's tables, which the nemesis restarts. */
+    private static Supplier<LockService> postgresOwn() {
+        return PostgresTopology::own;
+    }
+
+    private static Checker.Result run(String scenario, Arm arm, Supplier<? extends LockService> service, Duration duration,
             Run.Nemesis nemesis) throws Exception {
-        Checker.Result result = Run.execute(new Run.Setup(scenario, arm, topology, r2dbcUrl, WORKERS, RESOURCES, WITNESS,
+        Checker.Result result = Run.execute(new Run.Setup(scenario, arm, service, r2dbcUrl, WORKERS, RESOURCES, WITNESS,
                 PROFILE, duration), nemesis);
         REPORT.add(result);
         assertThat(result.operations()).as("operations of %s (%s)", scenario, arm.label()).isPositive();
@@ -80,11 +93,19 @@ class TortureIT {
         return result;
     }
 
+    /** Scenario 1 for Fenced: the stalled holders' writes, the frozen child's among them, are rejected. */
+    private static void runStalls(String scenario, Supplier<? extends LockService> service) throws Exception {
+        long frozenRejected = Scenarios.FROZEN_WRITES_REJECTED.get();
+        Checker.Result fenced = run(scenario, Arm.FENCED, service, SCENARIO, Scenarios.stalls(2));
+        assertThat(Scenarios.FROZEN_WRITES_REJECTED.get() - frozenRejected).as("the frozen child's writes are rejected")
+                .isPositive();
+        assertThat(fenced.staleRejected()).as("stalled writes are rejected").isPositive();
+    }
+
     @Test
     @Order(10)
     void stalledHoldersIncludingAFrozenJvmAreRejectedAndThePlainTtlLockIsFlagged() throws Exception {
-        Checker.Result fenced = run("1 stalls + SIGSTOP", Arm.FENCED, shared(), SCENARIO, Scenarios.stalls(2));
-        assertThat(fenced.staleRejected()).as("the frozen child's writes are rejected").isPositive();
+        runStalls("1 stalls + SIGSTOP", shared());
 
         Checker.Result plain = run("1 stalls + SIGSTOP", Arm.PLAIN_TTL, shared(), SCENARIO, Scenarios.stalls(2));
         assertThat(plain.i2()).as("lost updates under the plain TTL lock").isPositive();
@@ -196,5 +217,43 @@ class TortureIT {
         assertThat(Scenarios.GRANTS_BELOW_STALLED.get() - below).as("counter tokens below a stalled holder's")
                 .isPositive();
         assertThat(counter.i6()).as("stalled writes accepted after a later grant's").isPositive();
+    }
+
+    @Test
+    @Order(110)
+    void postgresStoreStalledHoldersIncludingAFrozenJvmAreRejected() throws Exception {
+        runStalls("P1 PostgreSQL: stalls + SIGSTOP", postgresShared());
+    }
+
+    @Test
+    @Order(120)
+    void postgresStoreDatabaseRestartedLosesNoWriteAndNoLeaseRow() throws Exception {
+        long restarts = Scenarios.DATABASE_RESTARTS.get();
+        run("P2 PostgreSQL: restart", Arm.FENCED, postgresOwn(), SCENARIO, Scenarios.restartDatabase(1_500));
+        assertThat(Scenarios.DATABASE_RESTARTS.get() - restarts).as("restarts of the lease database").isPositive();
+    }
+
+    @Test
+    @Order(140)
+    void postgresStoreConnectionResetAfterAnAcquireWasSentLosesNoWrite() throws Exception {
+        run("P4 PostgreSQL: reset after acquire", Arm.FENCED, postgresShared(), SCENARIO, Scenarios.resetAfterAcquire(400));
+    }
+
+    @Test
+    @Order(145)
+    void postgresStoreAcquireWhoseReplyIsLostToAResetLeavesNoLockBehindOnceReconnected() throws Exception {
+        long ran = Scenarios.ACQUIRES_RUN_REPLY_LOST.get();
+        run("P4b PostgreSQL: lost acquire reply", Arm.FENCED, postgresShared(), Duration.ofSeconds(2),
+                Scenarios.lostAcquireReply());
+        assertThat(Scenarios.ACQUIRES_RUN_REPLY_LOST.get() - ran)
+                .as("acquires that committed in the database while their reply was lost").isPositive();
+    }
+
+    @Test
+    @Order(150)
+    void postgresStorePartitionLongerThanTheLeaseDuringRenewalsLosesNoWrite() throws Exception {
+        Checker.Result result = run("P5 PostgreSQL: partition", Arm.FENCED, postgresShared(), SCENARIO,
+                Scenarios.partition(600));
+        assertThat(result.lossSignals()).as("partitioned holders learn that their leases are lost").isPositive();
     }
 }
