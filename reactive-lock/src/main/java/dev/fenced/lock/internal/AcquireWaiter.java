@@ -307,15 +307,20 @@ final class AcquireWaiter {
                     Throwable failure = handoff.nextFailure();
                     return next != null ? Mono.just(next)
                             : Mono.error(failure != null ? failure : new IllegalStateException("hand-off without a reply"));
-                }));
+                }), true);
         return released.asMono();
     }
 
     private void attempt() {
-        attempt((owner, leaseMillis, floor) -> runtime.store().acquire(name, owner, leaseMillis, floor));
+        attempt((owner, leaseMillis, floor) -> runtime.store().acquire(name, owner, leaseMillis, floor), false);
     }
 
-    private void attempt(AcquireAttempt.Sender send) {
+    /**
+     * @param send the store call
+     * @param handoff whether it is a hand-off: its failure may be the releasing lease's, not this waiter's, so
+     *     the waiter goes on waiting on its timer instead of ending with the error
+     */
+    private void attempt(AcquireAttempt.Sender send, boolean handoff) {
         // Not a lambda subscriber: disposed as a result arrives, a lambda subscriber drops the result
         // (onNextDropped) and with it a lease that nobody would release. This one delivers it, and onResult
         // releases the lease of a waiter that is done.
@@ -327,7 +332,11 @@ final class AcquireWaiter {
 
             @Override
             protected void hookOnError(Throwable error) {
-                end(null, error);
+                if (handoff && !(error instanceof LockClientClosedException)) {
+                    onHandoffFailed(error);
+                } else {
+                    end(null, error);
+                }
             }
 
             @Override
@@ -348,21 +357,37 @@ final class AcquireWaiter {
         }
     }
 
+    /**
+     * A hand-off failed (what it took, if anything, is undone by {@link AcquireAttempt}): the waiter is the head
+     * again and waits on its timer, as after a busy reply.
+     */
+    private void onHandoffFailed(Throwable error) {
+        log.debug("Hand-off of lock '{}' failed, waiting on: {}", name, error.toString());
+        boolean again = false;
+        synchronized (this) {
+            attempt = null;
+            if (state == State.ATTEMPTING_NOTIFIED) {
+                state = State.ATTEMPTING;
+                again = true;
+            } else if (state == State.ATTEMPTING) {
+                becomeHead();
+            }
+        }
+        if (again) {
+            attempt();
+        }
+    }
+
     private void onResult(AcquireAttempt.Result result) {
         HeldLease lease = result.lease();
         boolean join = false;
         boolean again = false;
+        boolean ended;
         synchronized (this) {
             attempt = null;
             lastHolderTtlMillis = result.holderTtlMillis();
-            if (state == State.DONE) {
-                if (lease != null) {
-                    // The waiter ended as the lease arrived: nobody will use it.
-                    lease.releaseQuietly().subscribe();
-                }
-                return;
-            }
-            if (lease == null) {
+            ended = state == State.DONE;
+            if (!ended && lease == null) {
                 switch (state) {
                     case FIRST_ATTEMPT -> {
                         // Busy for the first time: the next attempt follows the confirmation of listening.
@@ -381,7 +406,13 @@ final class AcquireWaiter {
                 }
             }
         }
-        if (lease != null) {
+        if (ended) {
+            if (lease != null) {
+                // The waiter ended as the lease arrived: nobody will use it. Released outside the monitor: a
+                // release may hand the lock to another waiter, whose monitor it then takes.
+                lease.releaseQuietly().subscribe();
+            }
+        } else if (lease != null) {
             end(lease, null);
         } else if (join) {
             join();
@@ -415,22 +446,27 @@ final class AcquireWaiter {
     private void end(@Nullable HeldLease lease, @Nullable Throwable error) {
         WaitQueue w;
         Disposable a;
+        boolean alreadyDone;
         synchronized (this) {
-            if (state == State.DONE) {
-                if (lease != null) {
-                    lease.releaseQuietly().subscribe();
+            alreadyDone = state == State.DONE;
+            w = alreadyDone ? null : queue;
+            a = alreadyDone ? null : attempt;
+            if (!alreadyDone) {
+                state = State.DONE;
+                attempt = null;
+                disposeTimer();
+                if (deadline != null) {
+                    deadline.dispose();
+                    deadline = null;
                 }
-                return;
             }
-            state = State.DONE;
-            w = queue;
-            a = attempt;
-            attempt = null;
-            disposeTimer();
-            if (deadline != null) {
-                deadline.dispose();
-                deadline = null;
+        }
+        if (alreadyDone) {
+            if (lease != null) {
+                // Released outside the monitor: a release may hand the lock to another waiter, whose monitor it takes.
+                lease.releaseQuietly().subscribe();
             }
+            return;
         }
         if (a != null) {
             a.dispose();
@@ -447,6 +483,7 @@ final class AcquireWaiter {
             sink.error(error);
         }
     }
+
 
     private long delayAfterBusy(long holderTtlMillis) {
         // A little after the holder's lease would run out; jitter spreads the waiters that wake together.

@@ -30,14 +30,7 @@ final class WaitQueue {
     private boolean confirmed;
     private boolean removed;
     private @Nullable Disposable subscription;
-    private int handoffsInARow;
 
-    /**
-     * How many times in a row a lease of this client may hand the lock to the client's next waiter: then one
-     * release goes to everyone (a notification, and the waiters of other clients attempt too), so that a client
-     * whose own waiters never run out cannot keep the lock from others.
-     */
-    static final int MAX_HANDOFFS_IN_A_ROW = 16;
 
     WaitQueue(LeaseStore store, String name, Map<String, WaitQueue> registry) {
         this.store = store;
@@ -149,7 +142,7 @@ final class WaitQueue {
      *
      * @param releasing the lease being released
      * @return whether the releasing lease held the lock, if the head took the lock over; {@code null} if it did
-     *     not (not listening yet, no waiter free to take it, or the turn of the other clients' waiters)
+     *     not (not listening yet, or no waiter free to take it)
      */
     @Nullable Mono<Boolean> handOff(HeldLease releasing) {
         AcquireWaiter head;
@@ -157,23 +150,9 @@ final class WaitQueue {
             if (removed || !confirmed) {
                 return null;
             }
-            if (handoffsInARow >= MAX_HANDOFFS_IN_A_ROW) {
-                handoffsInARow = 0;
-                return null;
-            }
             head = head();
-            if (head == null) {
-                return null;
-            }
-            handoffsInARow++;
         }
-        Mono<Boolean> released = head.takeOver(releasing);
-        if (released == null) {
-            synchronized (this) {
-                handoffsInARow--;
-            }
-        }
-        return released;
+        return head == null ? null : head.takeOver(releasing);
     }
 
     // Guarded by this.

@@ -52,10 +52,38 @@ final class Waiters implements Handoffs {
         return queues.computeIfAbsent(name, n -> new WaitQueue(store, n, queues));
     }
 
+    /**
+     * How many times in a row a lease of this client may hand a lock to the client's next waiter: then one
+     * release goes to everyone (a notification, and the waiters of other clients attempt too), so that a client
+     * whose own waiters never run out cannot keep the lock from others.
+     */
+    static final int MAX_HANDOFFS_IN_A_ROW = 16;
+
+    // Per lock name, kept apart from the wait queue, which goes away whenever its last waiter leaves (a client
+    // whose acquires wait one at a time would otherwise start counting again at every hand-off).
+    private final Map<String, Integer> handoffsInARow = new ConcurrentHashMap<>();
+
     @Override
     public @Nullable Mono<Boolean> handOff(HeldLease releasing) {
-        WaitQueue queue = queues.get(releasing.name());
-        return queue == null || closed ? null : queue.handOff(releasing);
+        String name = releasing.name();
+        WaitQueue queue = queues.get(name);
+        if (queue == null || closed) {
+            handoffsInARow.remove(name); // a plain release: the count in a row starts again
+            return null;
+        }
+        int[] turn = new int[1];
+        handoffsInARow.compute(name, (n, count) -> {
+            turn[0] = count == null ? 1 : count + 1;
+            return turn[0] > MAX_HANDOFFS_IN_A_ROW ? null : turn[0];
+        });
+        if (turn[0] > MAX_HANDOFFS_IN_A_ROW) {
+            return null; // this release goes to everyone
+        }
+        Mono<Boolean> released = queue.handOff(releasing);
+        if (released == null) {
+            handoffsInARow.remove(name); // released to everyone after all
+        }
+        return released;
     }
 
     /** Whether the client has begun to close. */

@@ -643,20 +643,49 @@ class LeasingLockClientTest {
     void afterSixteenHandOffsInARowOneReleaseGoesToEveryone() {
         FencedLease lease = acquire(LOCK);
         List<CompletableFuture<FencedLease>> waiters = new ArrayList<>();
-        for (int i = 0; i < WaitQueue.MAX_HANDOFFS_IN_A_ROW + 2; i++) {
+        for (int i = 0; i < Waiters.MAX_HANDOFFS_IN_A_ROW + 2; i++) {
             waiters.add(client.acquire(LOCK).toFuture());
         }
-        for (int i = 0; i < WaitQueue.MAX_HANDOFFS_IN_A_ROW + 1; i++) {
+        for (int i = 0; i < Waiters.MAX_HANDOFFS_IN_A_ROW + 1; i++) {
             lease.release().block(Duration.ofSeconds(1));
             assertThat(waiters.get(i)).as("waiter %d served", i).isCompleted();
             lease = waiters.get(i).join();
         }
         // The 17th release went to everyone: a plain release, and the head attempted on its notification.
-        assertThat(store.handoffs.get()).isEqualTo(WaitQueue.MAX_HANDOFFS_IN_A_ROW);
+        assertThat(store.handoffs.get()).isEqualTo(Waiters.MAX_HANDOFFS_IN_A_ROW);
         assertThat(store.releases.get()).isEqualTo(1);
         lease.release().block(Duration.ofSeconds(1));
-        assertThat(store.handoffs.get()).as("hand-offs start again").isEqualTo(WaitQueue.MAX_HANDOFFS_IN_A_ROW + 1);
-        assertThat(waiters.get(WaitQueue.MAX_HANDOFFS_IN_A_ROW + 1)).isCompleted();
+        assertThat(store.handoffs.get()).as("hand-offs start again").isEqualTo(Waiters.MAX_HANDOFFS_IN_A_ROW + 1);
+        assertThat(waiters.get(Waiters.MAX_HANDOFFS_IN_A_ROW + 1)).isCompleted();
+    }
+
+    @Test
+    void theBoundOnHandOffsHoldsWhenAcquiresWaitOneAtATime() {
+        // Two loops taking turns: at every release exactly one acquire waits, so its wait queue comes and goes.
+        FencedLease lease = acquire(LOCK);
+        int grants = 3 * (Waiters.MAX_HANDOFFS_IN_A_ROW + 1);
+        for (int i = 0; i < grants; i++) {
+            CompletableFuture<FencedLease> next = client.acquire(LOCK).toFuture();
+            lease.release().block(Duration.ofSeconds(1));
+            assertThat(next).isCompleted();
+            lease = next.join();
+        }
+        assertThat(store.releases.get()).as("one release in seventeen goes to everyone").isEqualTo(3);
+        assertThat(store.handoffs.get()).isEqualTo(grants - 3);
+    }
+
+    @Test
+    void aHandOffThatFailsLeavesTheWaiterWaitingOnItsTimer() {
+        FencedLease holder = acquire(LOCK);
+        CompletableFuture<FencedLease> waiter = client.acquire(LOCK, AcquireOptions.defaults()
+                .withMaxWait(Duration.ofSeconds(10))).toFuture();
+        memory.setUnavailable(true);
+        StepVerifier.create(holder.release()).verifyError(LockServiceException.class);
+        assertThat(waiter).as("the release failed, not the waiter").isNotDone();
+        memory.setUnavailable(false);
+        elapse(3_100); // the holder's key expires; the head's timer fires a little after
+        assertThat(waiter).isCompleted();
+        assertThat(waiter.join().token()).isGreaterThan(holder.token());
     }
 
     @Test

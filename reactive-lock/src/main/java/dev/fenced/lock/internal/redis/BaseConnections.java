@@ -216,18 +216,14 @@ abstract class BaseConnections<C extends StatefulConnection<String, String>, P e
             return connections;
         }
         // The client was given its resources (LockClientResources), so its shutdown leaves them: shut them down after it.
-        return connections.then(Mono.fromFuture(() -> client.shutdownAsync(0, 2, TimeUnit.SECONDS), true))
-                .then(Mono.fromFuture(() -> resourcesShutdown(client.getResources()), true))
+        // Whatever happens to the client's shutdown (a failure, close's own time bound), the resources' threads end.
+        return connections.onErrorResume(e -> Mono.empty())
+                .then(Mono.fromFuture(() -> client.shutdownAsync(0, 2, TimeUnit.SECONDS), true))
                 .onErrorResume(e -> {
                     log.debug("Shutting down the Redis client failed: {}", e.toString());
                     return Mono.empty();
-                });
-    }
-
-    private static CompletableFuture<Void> resourcesShutdown(io.lettuce.core.resource.ClientResources resources) {
-        CompletableFuture<Void> done = new CompletableFuture<>();
-        resources.shutdown(0, 2, TimeUnit.SECONDS).addListener(f -> done.complete(null));
-        return done;
+                })
+                .doFinally(signal -> client.getResources().shutdown(0, 2, TimeUnit.SECONDS));
     }
 
     /**

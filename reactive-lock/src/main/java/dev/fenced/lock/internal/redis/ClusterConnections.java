@@ -42,14 +42,20 @@ final class ClusterConnections extends BaseConnections<StatefulRedisClusterConne
      * command timeout, and a topology refreshed on redirections and reconnects and every 30 seconds.
      */
     static ClusterConnections owned(List<RedisURI> seeds, Duration commandTimeout, String keyPrefix, RedisConnections.Listener listener) {
-        RedisClusterClient client = RedisClusterClient.create(LockClientResources.create(), seeds);
-        ClusterClientOptions.Builder options = lockClientOptions(ClusterClientOptions.builder(), commandTimeout);
-        options.topologyRefreshOptions(ClusterTopologyRefreshOptions.builder()
-                .enableAllAdaptiveRefreshTriggers()
-                .enablePeriodicRefresh(Duration.ofSeconds(30))
-                .build());
-        client.setOptions(options.build());
-        return new ClusterConnections(client, true, keyPrefix, listener);
+        io.lettuce.core.resource.ClientResources resources = LockClientResources.create();
+        try {
+            RedisClusterClient client = RedisClusterClient.create(resources, seeds);
+            ClusterClientOptions.Builder options = lockClientOptions(ClusterClientOptions.builder(), commandTimeout);
+            options.topologyRefreshOptions(ClusterTopologyRefreshOptions.builder()
+                    .enableAllAdaptiveRefreshTriggers()
+                    .enablePeriodicRefresh(Duration.ofSeconds(30))
+                    .build());
+            client.setOptions(options.build());
+            return new ClusterConnections(client, true, keyPrefix, listener);
+        } catch (RuntimeException e) {
+            resources.shutdown(0, 2, java.util.concurrent.TimeUnit.SECONDS); // bad seeds: no threads left behind
+            throw e;
+        }
     }
 
     /** Connections on a cluster client shared with the application, which keeps its options. */

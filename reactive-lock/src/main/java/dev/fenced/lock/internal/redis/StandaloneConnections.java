@@ -9,6 +9,7 @@ import io.lettuce.core.codec.StringCodec;
 import io.lettuce.core.pubsub.RedisPubSubAdapter;
 import io.lettuce.core.pubsub.StatefulRedisPubSubConnection;
 import java.time.Duration;
+import java.util.concurrent.TimeUnit;
 import reactor.core.publisher.Mono;
 
 /**
@@ -31,9 +32,15 @@ final class StandaloneConnections extends BaseConnections<StatefulRedisConnectio
      * (never buffered) and time out after the command timeout.
      */
     static StandaloneConnections owned(RedisURI uri, Duration commandTimeout, String keyPrefix, RedisConnections.Listener listener) {
-        RedisClient client = RedisClient.create(LockClientResources.create(), uri);
-        client.setOptions(lockClientOptions(ClientOptions.builder(), commandTimeout).build());
-        return new StandaloneConnections(client, true, uri, keyPrefix, listener);
+        io.lettuce.core.resource.ClientResources resources = LockClientResources.create();
+        try {
+            RedisClient client = RedisClient.create(resources, uri);
+            client.setOptions(lockClientOptions(ClientOptions.builder(), commandTimeout).build());
+            return new StandaloneConnections(client, true, uri, keyPrefix, listener);
+        } catch (RuntimeException e) {
+            resources.shutdown(0, 2, TimeUnit.SECONDS);
+            throw e;
+        }
     }
 
     /** Connections on a Lettuce client shared with the application, which keeps its options. */
