@@ -219,8 +219,8 @@ public final class FencedWrite {
      * written, committed; rolled back on any error or cancellation); on a {@code Connection} it runs in the
      * connection's transaction, and a connection in auto-commit mode is refused with {@link IllegalStateException}
      * before any SQL. On MariaDB/MySQL every write of this spec fails with {@link IllegalStateException} before any
-     * statement of the write (a transaction of its own is begun and rolled back). Check first in the transaction: under {@code REPEATABLE READ} or {@code SERIALIZABLE} the check reads the
-     * transaction's snapshot, and a grant to another owner committed after it makes the check fail with the
+     * statement of the write (a transaction of its own is begun and rolled back). Check first in the transaction:
+     * under {@code REPEATABLE READ} or {@code SERIALIZABLE} the check reads the transaction's snapshot, and a grant to another owner committed after it makes the check fail with the
      * driver's serialization error (SQLSTATE {@code 40001}; retry the transaction).
      *
      * <p>The trade-off: while the write's transaction is open, the next acquirer of the lock waits (its acquire

@@ -68,7 +68,11 @@ final class Waiters implements Handoffs {
         String name = releasing.name();
         WaitQueue queue = queues.get(name);
         if (queue == null || closed) {
-            handoffsInARow.remove(name); // a plain release: the count in a row starts again
+            // A plain release: the count in a row starts again. The map is empty unless locks are contended, so an
+            // uncontended release pays one read of it, not a removal.
+            if (!handoffsInARow.isEmpty()) {
+                handoffsInARow.remove(name);
+            }
             return null;
         }
         int[] turn = new int[1];
