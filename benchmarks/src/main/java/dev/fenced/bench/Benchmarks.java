@@ -104,7 +104,13 @@ public final class Benchmarks {
                     RedissonLock rfenced = new RedissonLock(RedissonLock.Kind.FENCED, uri, prefix + "rf:")) {
                 for (int inFlight : new int[] {1, 64, 1_024}) {
                     int pairs = inFlight == 1 ? mode.serialPairs : mode.pairs;
-                    report.uncontended(interleaved(List.of(fenced, bare, bareConsolidated, rlock, rfenced), inFlight, pairs, mode, stats));
+                    report.uncontended(interleaved(List.of(fenced, bare, bareConsolidated, rlock, rfenced), inFlight, pairs, mode, stats,
+                            false));
+                }
+                for (int inFlight : new int[] {1, 64, 1_024}) {
+                    int pairs = inFlight == 1 ? mode.serialPairs : mode.pairs;
+                    report.uncontendedFixedNames(interleaved(List.of(fenced, bare, bareConsolidated), inFlight, pairs, mode, stats,
+                            true));
                 }
                 report.limit(limits(redis, mode));
                 for (WaitingLock lock : List.<WaitingLock>of(fenced, rlock, rfenced)) {
@@ -141,7 +147,7 @@ public final class Benchmarks {
                 try (FencedLock lock = FencedLock.onPostgres(counted, table, prefix)) {
                     for (int inFlight : new int[] {1, 64}) {
                         report.postgresUncontended(interleaved(List.of(lock), inFlight,
-                                inFlight == 1 ? mode.serialPairs : mode.pairs, mode, counted).get(0));
+                                inFlight == 1 ? mode.serialPairs : mode.pairs, mode, counted, false).get(0));
                     }
                     report.contended(Workloads.contended(lock, counted, 64, mode.contention));
                 }
@@ -207,7 +213,7 @@ public final class Benchmarks {
      * given.
      */
     private static List<Workloads.Uncontended> interleaved(List<LockUnderTest> locks, int inFlight, int pairs, Mode mode,
-            ServerCounters server) {
+            ServerCounters server, boolean fixedNames) {
         List<List<Workloads.Uncontended>> rounds = new ArrayList<>();
         for (int i = 0; i < locks.size(); i++) {
             rounds.add(new ArrayList<>());
@@ -215,8 +221,8 @@ public final class Benchmarks {
         for (int round = 0; round < mode.warmups + mode.rounds; round++) {
             for (int k = 0; k < locks.size(); k++) {
                 int which = (round + k) % locks.size();
-                String name = (round < mode.warmups ? "warm-" : "run-") + inFlight + "-" + round;
-                Workloads.Uncontended result = Workloads.uncontended(locks.get(which), inFlight, pairs, name, server);
+                String name = (round < mode.warmups ? "warm-" : "run-") + (fixedNames ? "fixed-" : "") + inFlight + "-" + round;
+                Workloads.Uncontended result = Workloads.uncontended(locks.get(which), inFlight, pairs, name, server, fixedNames);
                 if (round >= mode.warmups) {
                     rounds.get(which).add(result);
                 }

@@ -34,6 +34,7 @@ final class Report {
     private final Duration heldLeaseTime;
     private String redisVersion = "unknown";
     private final List<List<Workloads.Uncontended>> uncontended = new ArrayList<>();
+    private final List<List<Workloads.Uncontended>> uncontendedFixedNames = new ArrayList<>();
     private Limit limit = new Limit(-1, -1, -1);
     private final List<Workloads.Uncontended> postgresUncontended = new ArrayList<>();
     private final List<Workloads.Contended> contended = new ArrayList<>();
@@ -53,6 +54,11 @@ final class Report {
     /** One row: the same in-flight count for every peer, Fenced first. */
     void uncontended(List<Workloads.Uncontended> peers) {
         uncontended.add(List.copyOf(peers));
+    }
+
+    /** One row on a fixed name per worker: the same in-flight count for every peer, Fenced first. */
+    void uncontendedFixedNames(List<Workloads.Uncontended> peers) {
+        uncontendedFixedNames.add(List.copyOf(peers));
     }
 
     void postgresUncontended(Workloads.Uncontended value) {
@@ -97,7 +103,8 @@ final class Report {
                     + "size; statements counted as the connections the store takes\n");
         }
         out.append('\n');
-        renderUncontended(out);
+        renderUncontended(out, uncontended, "distinct names");
+        renderUncontended(out, uncontendedFixedNames, "a fixed name per worker");
         renderPostgresUncontended(out);
         renderLimit(out);
         renderContended(out);
@@ -107,7 +114,7 @@ final class Report {
         return out.toString();
     }
 
-    private void renderUncontended(StringBuilder out) {
+    private void renderUncontended(StringBuilder out, List<List<Workloads.Uncontended>> uncontended, String names) {
         if (uncontended.isEmpty()) {
             return;
         }
@@ -115,7 +122,7 @@ final class Report {
         List<String> columns = new ArrayList<>();
         peers.forEach(peer -> columns.add(peer + " pairs/s"));
         peers.subList(1, peers.size()).forEach(peer -> columns.add("Fenced / " + shortName(peer)));
-        out.append("## Uncontended acquire + release pairs (distinct names)\n\n");
+        out.append("## Uncontended acquire + release pairs (").append(names).append(")\n\n");
         header(out, columns);
         for (List<Workloads.Uncontended> row : uncontended) {
             out.append("| ").append(row.get(0).inFlight()).append(" |");
@@ -255,21 +262,24 @@ final class Report {
 
     private List<Target> targets() {
         List<Target> targets = new ArrayList<>();
-        for (int inFlight : new int[] {1, 64, 1_024}) {
-            Workloads.Uncontended fenced = peer(inFlight, "Fenced");
-            Workloads.Uncontended bare = peer(inFlight, "bare Lettuce lock");
-            if (fenced == null || bare == null) {
-                continue;
-            }
-            double ratio = fenced.pairsPerSecond() / bare.pairsPerSecond();
-            targets.add(new Target(inFlight + " in flight ≥ 0.95× the bare (naive) Lettuce lock", format("%.2f", ratio),
-                    ratio >= 0.95));
-            double p99 = fenced.p99Micros() / bare.p99Micros();
-            targets.add(new Target(inFlight + " in flight: p99 ≤ 1.2× the bare lock's",
-                    format("%.0f µs vs %.0f µs (%.2f)", fenced.p99Micros(), bare.p99Micros(), p99), p99 <= 1.2));
-            if (inFlight == 64) {
-                targets.add(new Target("64 in flight ≥ 1.3× the bare lock (batched lock commands)", format("%.2f", ratio),
-                        ratio >= 1.3));
+        for (boolean fixedNames : new boolean[] {false, true}) {
+            String names = fixedNames ? ", a fixed name per worker" : "";
+            for (int inFlight : new int[] {1, 64, 1_024}) {
+                Workloads.Uncontended fenced = peer(fixedNames ? uncontendedFixedNames : uncontended, inFlight, "Fenced");
+                Workloads.Uncontended bare = peer(fixedNames ? uncontendedFixedNames : uncontended, inFlight, "bare Lettuce lock");
+                if (fenced == null || bare == null) {
+                    continue;
+                }
+                double ratio = fenced.pairsPerSecond() / bare.pairsPerSecond();
+                targets.add(new Target(inFlight + " in flight" + names + " ≥ 0.95× the bare (naive) Lettuce lock",
+                        format("%.2f", ratio), ratio >= 0.95));
+                double p99 = fenced.p99Micros() / bare.p99Micros();
+                targets.add(new Target(inFlight + " in flight" + names + ": p99 ≤ 1.2× the bare lock's",
+                        format("%.0f µs vs %.0f µs (%.2f)", fenced.p99Micros(), bare.p99Micros(), p99), p99 <= 1.2));
+                if (inFlight == 64) {
+                    targets.add(new Target("64 in flight" + names + " ≥ 1.3× the bare lock (batched lock commands)",
+                            format("%.2f", ratio), ratio >= 1.3));
+                }
             }
         }
         Workloads.Uncontended serial = peer(1, "Fenced");
@@ -318,7 +328,12 @@ final class Report {
     }
 
     private Workloads.@org.jspecify.annotations.Nullable Uncontended peer(int inFlight, String lock) {
-        for (List<Workloads.Uncontended> row : uncontended) {
+        return peer(uncontended, inFlight, lock);
+    }
+
+    private static Workloads.@org.jspecify.annotations.Nullable Uncontended peer(List<List<Workloads.Uncontended>> rows,
+            int inFlight, String lock) {
+        for (List<Workloads.Uncontended> row : rows) {
             for (Workloads.Uncontended u : row) {
                 if (u.inFlight() == inFlight && u.lock().equals(lock)) {
                     return u;

@@ -14,8 +14,10 @@ final class Workloads {
     private Workloads() {
     }
 
-    /** Uncontended acquire+release pairs on distinct names. */
     /**
+     * Uncontended acquire+release pairs: on distinct names, or on a fixed name per worker (each of the
+     * {@code inFlight} workers repeats its pairs on one name of its own).
+     *
      * @param clientCpuMicros CPU time of the whole JVM per pair (every thread: the lock's, the JIT's, the
      *        collector's, the idle peers')
      * @param serverCpuMicros CPU time of the server per pair, negative when it cannot be read
@@ -24,17 +26,30 @@ final class Workloads {
             double clientCpuMicros, double serverCpuMicros) {
     }
 
-    static Uncontended uncontended(LockUnderTest lock, int inFlight, int pairs, String round, ServerCounters server) {
+    static Uncontended uncontended(LockUnderTest lock, int inFlight, int pairs, String round, ServerCounters server,
+            boolean fixedNames) {
         Latencies latencies = new Latencies(pairs);
         double serverCpuBefore = server.cpuSeconds();
         long cpuBefore = processCpuNanos();
         long start = System.nanoTime();
-        Flux.range(0, pairs)
-                .flatMap(i -> Mono.defer(() -> {
-                    long t0 = System.nanoTime();
-                    return lock.pair(round + "-" + i).doOnSuccess(v -> latencies.record(System.nanoTime() - t0));
-                }), inFlight)
-                .blockLast(Duration.ofMinutes(10));
+        if (fixedNames) {
+            // inFlight workers, each repeating pairs on a name of its own.
+            int perWorker = pairs / inFlight;
+            Flux.range(0, inFlight)
+                    .flatMap(worker -> Mono.defer(() -> {
+                        long t0 = System.nanoTime();
+                        return lock.pair(round + "-w" + worker).doOnSuccess(v -> latencies.record(System.nanoTime() - t0));
+                    }).repeat(perWorker - 1), inFlight)
+                    .blockLast(Duration.ofMinutes(10));
+            pairs = perWorker * inFlight;
+        } else {
+            Flux.range(0, pairs)
+                    .flatMap(i -> Mono.defer(() -> {
+                        long t0 = System.nanoTime();
+                        return lock.pair(round + "-" + i).doOnSuccess(v -> latencies.record(System.nanoTime() - t0));
+                    }), inFlight)
+                    .blockLast(Duration.ofMinutes(10));
+        }
         double seconds = (System.nanoTime() - start) / 1e9;
         double clientCpu = (processCpuNanos() - cpuBefore) / 1e3 / pairs;
         double serverCpuAfter = server.cpuSeconds();

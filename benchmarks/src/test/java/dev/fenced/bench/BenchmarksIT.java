@@ -31,6 +31,11 @@ class BenchmarksIT {
         assertThat(report).contains("CPU time per pair in µs");
         assertThat(report.lines().filter(l -> l.matches("\\| (1|64|1024) \\|( " + NUMBER + " / " + NUMBER + " \\|){5}")))
                 .hasSize(6);
+        // A fixed name per worker: Fenced and the two bare locks, pairs/s and Fenced / each bare one, then CPU and latency.
+        assertThat(report).contains("## Uncontended acquire + release pairs (a fixed name per worker)");
+        assertThat(report.lines().filter(l -> l.matches("\\| (1|64|1024) \\|( " + NUMBER + " \\|){5}"))).hasSize(3);
+        assertThat(report.lines().filter(l -> l.matches("\\| (1|64|1024) \\|( " + NUMBER + " / " + NUMBER + " \\|){3}")))
+                .hasSize(6);
         // Fenced on PostgreSQL: pairs/s, p50, p99 and the ratio to Fenced on Redis, at 1 and 64 in flight.
         assertThat(report).contains("## Fenced on PostgreSQL: uncontended acquire + release pairs");
         assertThat(report.lines().filter(l -> l.matches("\\| (1|64) \\|( " + NUMBER + " \\|){4}"))).hasSize(2);

@@ -18,8 +18,8 @@ import reactor.blockhound.integration.BlockHoundIntegration;
  *       sends a command while another does may park on it for the few instructions the holder needs. That is
  *       contention on a field update, not I/O, and failing it inside Lettuce would leave the connection
  *       unusable, so its two entry points are allowed;</li>
- *   <li>a Lettuce client being shut down stops its event executors from one of them, which takes a queue lock
- *       for a moment;</li>
+ *   <li>a Lettuce client being shut down stops its event executors (and its latency collector's timer) from one
+ *       of them, which takes a queue lock for a moment;</li>
  *   <li>Lettuce's cluster client sets up a new node connection under a short in-memory lock
  *       ({@code PooledClusterConnectionProvider}), and Netty's adaptive buffer allocator takes a short lock
  *       when it grows; both are allowed;</li>
@@ -50,6 +50,9 @@ public final class ProjectBlockHoundIntegration implements BlockHoundIntegration
         // Shutting a Lettuce client down finishes on one of its own event executors, which shuts the others down:
         // Netty enqueues a wake-up task under the target executor's short queue lock.
         builder.allowBlockingCallsInside("io.netty.util.concurrent.SingleThreadEventExecutor", "shutdownGracefully");
+        // With LatencyUtils on the class path, a Lettuce client's shutdown stops its latency collector's timer from
+        // an event executor, which takes the JDK executor's queue lock for a moment.
+        builder.allowBlockingCallsInside("io.lettuce.core.metrics.DefaultCommandLatencyCollector", "shutdown");
         // Netty 4.2's adaptive allocator takes a short write lock when it adds a buffer magazine.
         builder.allowBlockingCallsInside("io.netty.buffer.AdaptivePoolingAllocator$MagazineGroup", "tryExpandMagazines");
         // Reactor Netty probes Netty's native epoll library once per JVM, reading it from its jar (then falls back to NIO).

@@ -9,6 +9,7 @@ import java.util.ArrayList;
 import java.util.List;
 import java.util.UUID;
 import org.junit.jupiter.api.Test;
+import reactor.core.publisher.Flux;
 import reactor.test.StepVerifier;
 
 /**
@@ -196,5 +197,57 @@ public abstract class LeaseStoreContract {
                 .expectNextMatches(count -> count > first[0])
                 .thenCancel()
                 .verify(Duration.ofSeconds(10));
+    }
+
+    /**
+     * Many acquires and releases at once (a store may send them together): each one answers for its own lock, as
+     * it would alone.
+     */
+    @Test
+    void concurrentAcquiresAndReleasesEachAnswerForTheirOwnLock() {
+        int locks = 150;
+        List<AcquireReply> replies = Flux.range(0, locks)
+                .flatMapSequential(i -> store().acquire(name + "-" + i, "owner-" + i, 10_000, i % 5 == 0 ? 1_000 + i : 0), locks)
+                .collectList()
+                .block(Duration.ofSeconds(30));
+        assertThat(replies).hasSize(locks).allMatch(AcquireReply::acquired);
+        for (int i = 0; i < locks; i += 5) {
+            assertThat(replies.get(i).token()).as("the floor of lock %d", i).isGreaterThan(1_000L + i);
+        }
+        // Half of the owners ask again (idempotent, same token); the others' locks are busy for a stranger.
+        List<AcquireReply> again = Flux.range(0, locks)
+                .flatMapSequential(i -> store().acquire(name + "-" + i, i % 2 == 0 ? "owner-" + i : "stranger", 10_000, 0), locks)
+                .collectList()
+                .block(Duration.ofSeconds(30));
+        for (int i = 0; i < locks; i++) {
+            if (i % 2 == 0) {
+                assertThat(again.get(i).acquired()).isTrue();
+                assertThat(again.get(i).token()).isEqualTo(replies.get(i).token());
+            } else {
+                assertThat(again.get(i).acquired()).isFalse();
+                assertThat(again.get(i).holderTtlMillis()).isPositive();
+            }
+        }
+        // Every third release names a wrong token: it deletes nothing.
+        List<Boolean> released = Flux.range(0, locks)
+                .flatMapSequential(i -> store().release(name + "-" + i, "owner-" + i,
+                        i % 3 == 0 ? replies.get(i).token() + 1 : replies.get(i).token()), locks)
+                .collectList()
+                .block(Duration.ofSeconds(30));
+        for (int i = 0; i < locks; i++) {
+            assertThat(released.get(i)).as("release of lock %d", i).isEqualTo(i % 3 != 0);
+        }
+    }
+
+    /** Many owners asking for one lock at once: exactly one gets it. */
+    @Test
+    void concurrentAcquiresOfOneLockGrantItToOneOwner() {
+        int owners = 100;
+        List<AcquireReply> replies = Flux.range(0, owners)
+                .flatMap(i -> store().acquire(name, "owner-" + i, 10_000, 0), owners)
+                .collectList()
+                .block(Duration.ofSeconds(30));
+        assertThat(replies).hasSize(owners);
+        assertThat(replies.stream().filter(AcquireReply::acquired).count()).isEqualTo(1);
     }
 }

@@ -1,5 +1,6 @@
 package dev.fenced.lock.internal.redis;
 
+import dev.fenced.lock.FencedLockException;
 import dev.fenced.lock.LockServiceException;
 import dev.fenced.lock.internal.ClientSettings;
 import io.lettuce.core.RedisNoScriptException;
@@ -8,6 +9,7 @@ import io.lettuce.core.cluster.api.reactive.RedisClusterReactiveCommands;
 import java.time.Duration;
 import java.util.List;
 import java.util.function.Function;
+import org.jspecify.annotations.Nullable;
 import reactor.core.publisher.Mono;
 import reactor.core.scheduler.Scheduler;
 
@@ -62,12 +64,34 @@ final class RedisCommands {
             if (open == null) {
                 return run(name, operation, connections.commands(), body, commandTimeout);
             }
-            // Connected (the usual case): no connect timer; and on a Lettuce client of our own, whose options
-            // time every command out, no second timer either. Both would be scheduled for every command.
-            Mono<T> sent = body.apply(open);
-            return (connections.ownsClient() ? sent : sent.timeout(commandTimeout, scheduler))
-                    .onErrorMap(e -> RedisErrors.classify(e, name, operation, commandTimeout));
+            return onOpen(open, body).onErrorMap(e -> classify(e, name, operation));
         });
+    }
+
+    /**
+     * The command connection while it is open, else {@code null} (a command would have to connect first).
+     *
+     * @return the open connection's commands, or {@code null}
+     */
+    @Nullable RedisClusterReactiveCommands<String, String> openCommands() {
+        return connections.openCommands();
+    }
+
+    /**
+     * A command on the open connection, timed out as {@link #command} times it out; its failures are left
+     * unclassified, for a caller that classifies them per lock ({@link #classify}).
+     */
+    <T> Mono<T> onOpen(RedisClusterReactiveCommands<String, String> open,
+            Function<RedisClusterReactiveCommands<String, String>, Mono<T>> body) {
+        // Connected (the usual case): no connect timer; and on a Lettuce client of our own, whose options
+        // time every command out, no second timer either. Both would be scheduled for every command.
+        Mono<T> sent = body.apply(open);
+        return connections.ownsClient() ? sent : sent.timeout(commandTimeout, scheduler);
+    }
+
+    /** A failure of a command on the command connection, as {@link #command} reports it. */
+    FencedLockException classify(Throwable error, String name, String operation) {
+        return RedisErrors.classify(error, name, operation, commandTimeout);
     }
 
     /**

@@ -7,7 +7,9 @@ import dev.fenced.lock.internal.LeaseStore;
 import io.lettuce.core.ScriptOutputType;
 import io.lettuce.core.cluster.api.reactive.RedisClusterReactiveCommands;
 import java.time.Duration;
+import java.util.ArrayList;
 import java.util.List;
+import java.util.function.BooleanSupplier;
 import java.util.function.Function;
 import org.jspecify.annotations.Nullable;
 import reactor.core.publisher.Flux;
@@ -20,7 +22,9 @@ import reactor.core.publisher.Sinks;
  * each concern to one piece: running a command ({@link RedisCommands}), routing renewals over a cluster
  * ({@link RenewalRouter}), release-notification subscriptions ({@link ReleaseWatches}), replica
  * acknowledgement ({@link AcknowledgedAcquire}), and the connections with their server checks
- * ({@link RedisConnections}).
+ * ({@link RedisConnections}). On one server (directly or through Sentinel), acquires and releases in flight at
+ * the same time share script calls ({@link ScriptBatcher}); on a cluster, whose locks live in many slots, and for
+ * acquires that replicas must acknowledge, each is a call of its own.
  *
  * <p>Thread-safe.
  */
@@ -38,6 +42,9 @@ public final class RedisLeaseStore implements LeaseStore {
     private final LuaScript acquireScript = LuaScript.ACQUIRE;
     private final LuaScript releaseScript = LuaScript.RELEASE;
     private final AcknowledgedAcquire acknowledged;
+    /** Acquires and releases sent together while others are in flight; {@code null} on a cluster, where keys span slots. */
+    private final @Nullable ScriptBatcher<AcquireRequest, AcquireReply> acquires;
+    private final @Nullable ScriptBatcher<ReleaseRequest, Boolean> releases;
 
     private RedisLeaseStore(ClientSettings settings, ReplicaAcks acks,
             Function<RedisConnections.Listener, RedisConnections> connect) {
@@ -68,6 +75,16 @@ public final class RedisLeaseStore implements LeaseStore {
         this.watches = new ReleaseWatches(connections, commands, keys, settings.scheduler());
         watchesOnceBuilt[0] = watches;
         this.acknowledged = new AcknowledgedAcquire(commands, connections, acks, acquireScript, this::release);
+        boolean oneServer = connections instanceof StandaloneConnections;
+        BooleanSupplier open = () -> commands.openCommands() != null;
+        this.acquires = oneServer && !acks.required()
+                ? new ScriptBatcher<>(this::acquireAlone, this::acquireTogether,
+                        (e, r) -> commands.classify(e, r.name(), "acquire"), open)
+                : null;
+        this.releases = oneServer
+                ? new ScriptBatcher<>(this::releaseAlone, this::releaseTogether,
+                        (e, r) -> commands.classify(e, r.name(), "release"), open)
+                : null;
     }
 
     /**
@@ -100,13 +117,76 @@ public final class RedisLeaseStore implements LeaseStore {
 
     @Override
     public Mono<AcquireReply> acquire(String name, String owner, long leaseMillis, long floor) {
-        String lockKey = keys.lockKey(name);
-        String[] scriptKeys = {lockKey, keys.fenceKey(name)};
-        String[] args = {owner, Long.toString(leaseMillis), Long.toString(floor), serverTimeTokens ? "1" : ""};
-        Mono<AcquireReply> reply = acks.required()
-                ? acknowledged.acquire(name, owner, lockKey, scriptKeys, args, RedisLeaseStore::acquireReply)
-                : commands.evalList(acquireScript, scriptKeys, args, name, "acquire").map(RedisLeaseStore::acquireReply);
+        AcquireRequest request = new AcquireRequest(name, owner, leaseMillis, floor);
+        Mono<AcquireReply> reply;
+        if (acquires != null) {
+            reply = acquires.send(request);
+        } else if (acks.required()) {
+            reply = acknowledged.acquire(name, owner, keys.lockKey(name), acquireKeys(List.of(request)),
+                    acquireArgs(List.of(request), "", ""), list -> acquireReplies(list, 1).get(0));
+        } else {
+            reply = acquireAlone(request);
+        }
         return reply.flatMap(this::verified);
+    }
+
+    private Mono<AcquireReply> acquireAlone(AcquireRequest request) {
+        List<AcquireRequest> one = List.of(request);
+        return commands.evalList(acquireScript, acquireKeys(one), acquireArgs(one, "", ""), request.name(), "acquire")
+                .map(list -> acquireReplies(list, 1).get(0));
+    }
+
+    /** Several acquires in one call of the acquire script. */
+    private Mono<List<AcquireReply>> acquireTogether(List<AcquireRequest> requests) {
+        return together(acquireScript, acquireKeys(requests), acquireArgs(requests, "", ""))
+                .map(list -> acquireReplies(list, requests.size()));
+    }
+
+    /** One call of a script for several locks, on the open connection; failures unclassified. */
+    private Mono<List<Long>> together(LuaScript script, String[] scriptKeys, String[] args) {
+        RedisClusterReactiveCommands<String, String> open = commands.openCommands();
+        if (open == null) {
+            return Mono.error(new RedisErrors.NotConnectedException());
+        }
+        return commands.onOpen(open, r -> RedisCommands.eval(r, script, ScriptOutputType.MULTI, scriptKeys, args));
+    }
+
+    private String[] acquireKeys(List<AcquireRequest> requests) {
+        String[] scriptKeys = new String[requests.size() * 2];
+        for (int i = 0; i < requests.size(); i++) {
+            scriptKeys[2 * i] = keys.lockKey(requests.get(i).name());
+            scriptKeys[2 * i + 1] = keys.fenceKey(requests.get(i).name());
+        }
+        return scriptKeys;
+    }
+
+    /** The acquire script's arguments: the token scheme, a hand-off's releasing lease ('' for none), then each lock's. */
+    private String[] acquireArgs(List<AcquireRequest> requests, String releasingOwner, String releasingToken) {
+        String[] args = new String[3 + requests.size() * 3];
+        args[0] = serverTimeTokens ? "1" : "";
+        args[1] = releasingOwner;
+        args[2] = releasingToken;
+        for (int i = 0; i < requests.size(); i++) {
+            AcquireRequest r = requests.get(i);
+            args[3 + 3 * i] = r.owner();
+            args[4 + 3 * i] = Long.toString(r.leaseMillis());
+            args[5 + 3 * i] = Long.toString(r.floor());
+        }
+        return args;
+    }
+
+    /** The acquire script's reply: two integers per lock, then whether a hand-off released lock 1. */
+    private static List<AcquireReply> acquireReplies(List<Long> reply, int locks) {
+        if (reply.size() != 2 * locks + 1) {
+            throw new IllegalStateException("the acquire script answered " + reply.size() + " integers for " + locks
+                    + " lock(s)");
+        }
+        List<AcquireReply> replies = new ArrayList<>(locks);
+        for (int i = 0; i < locks; i++) {
+            long value = reply.get(2 * i + 1);
+            replies.add(reply.get(2 * i) == 1L ? AcquireReply.acquired(value) : AcquireReply.busy(value));
+        }
+        return replies;
     }
 
     /**
@@ -119,23 +199,18 @@ public final class RedisLeaseStore implements LeaseStore {
         if (acks.required()) {
             return LeaseStore.super.handOff(name, owner, token, nextOwner, leaseMillis, floor);
         }
-        String[] scriptKeys = {keys.lockKey(name), keys.fenceKey(name)};
-        String[] args = {nextOwner, Long.toString(leaseMillis), Long.toString(floor), serverTimeTokens ? "1" : "", owner,
-                Long.toString(token)};
-        return commands.evalList(acquireScript, scriptKeys, args, name, "release")
+        List<AcquireRequest> next = List.of(new AcquireRequest(name, nextOwner, leaseMillis, floor));
+        return commands.evalList(acquireScript, acquireKeys(next), acquireArgs(next, owner, Long.toString(token)), name, "release")
                 .flatMap(reply -> {
-                    boolean released = reply.size() > 2 && reply.get(2) == 1L;
-                    return verified(acquireReply(reply)).map(next -> new Handoff(released, next, null));
+                    AcquireReply nextReply = acquireReplies(reply, 1).get(0);
+                    boolean released = reply.get(2) == 1L;
+                    return verified(nextReply).map(granted -> new Handoff(released, granted, null));
                 });
     }
 
     /** A grant, once a change of server found after a reconnect has been reported (at once while connected). */
     private Mono<AcquireReply> verified(AcquireReply reply) {
         return reply.acquired() ? connections.verified().thenReturn(reply) : Mono.just(reply);
-    }
-
-    private static AcquireReply acquireReply(List<Long> reply) {
-        return reply.get(0) == 1L ? AcquireReply.acquired(reply.get(1)) : AcquireReply.busy(reply.get(1));
     }
 
     @Override
@@ -145,12 +220,56 @@ public final class RedisLeaseStore implements LeaseStore {
 
     @Override
     public Mono<Boolean> release(String name, String owner, @Nullable Long token) {
-        String[] scriptKeys = {keys.lockKey(name)};
-        return commands.command(name, "release", r -> {
-            String[] args = {owner, token == null ? "" : token.toString(), keys.releaseChannel(name),
-                    connections.shardedPubSub() ? "1" : ""};
-            return RedisCommands.<Long>eval(r, releaseScript, ScriptOutputType.INTEGER, scriptKeys, args);
-        }).map(deleted -> Long.valueOf(1L).equals(deleted));
+        ReleaseRequest request = new ReleaseRequest(name, owner, token);
+        return releases != null ? releases.send(request) : releaseAlone(request);
+    }
+
+    private Mono<Boolean> releaseAlone(ReleaseRequest request) {
+        List<ReleaseRequest> one = List.of(request);
+        String[] scriptKeys = releaseKeys(one);
+        // The arguments once connected: whether the server has sharded pub/sub is known only then.
+        return commands.command(request.name(), "release",
+                        r -> RedisCommands.<List<Long>>eval(r, releaseScript, ScriptOutputType.MULTI, scriptKeys, releaseArgs(one)))
+                .map(list -> releaseReplies(list, 1).get(0));
+    }
+
+    /** Several releases in one call of the release script. */
+    private Mono<List<Boolean>> releaseTogether(List<ReleaseRequest> requests) {
+        return together(releaseScript, releaseKeys(requests), releaseArgs(requests))
+                .map(list -> releaseReplies(list, requests.size()));
+    }
+
+    private String[] releaseKeys(List<ReleaseRequest> requests) {
+        String[] scriptKeys = new String[requests.size()];
+        for (int i = 0; i < requests.size(); i++) {
+            scriptKeys[i] = keys.lockKey(requests.get(i).name());
+        }
+        return scriptKeys;
+    }
+
+    /** The release script's arguments: how to notify, then each lease's owner, token ('' for any) and channel. */
+    private String[] releaseArgs(List<ReleaseRequest> requests) {
+        String[] args = new String[1 + requests.size() * 3];
+        args[0] = connections.shardedPubSub() ? "1" : "";
+        for (int i = 0; i < requests.size(); i++) {
+            ReleaseRequest r = requests.get(i);
+            args[1 + 3 * i] = r.owner();
+            args[2 + 3 * i] = r.token() == null ? "" : r.token().toString();
+            args[3 + 3 * i] = keys.releaseChannel(r.name());
+        }
+        return args;
+    }
+
+    private static List<Boolean> releaseReplies(List<Long> reply, int leases) {
+        if (reply.size() != leases) {
+            throw new IllegalStateException("the release script answered " + reply.size() + " integers for " + leases
+                    + " lease(s)");
+        }
+        List<Boolean> released = new ArrayList<>(leases);
+        for (Long deleted : reply) {
+            released.add(deleted == 1L);
+        }
+        return released;
     }
 
     @Override
@@ -183,5 +302,13 @@ public final class RedisLeaseStore implements LeaseStore {
     public Mono<Void> close() {
         watches.close();
         return connections.close();
+    }
+
+    /** One acquire, as the batcher carries it. */
+    private record AcquireRequest(String name, String owner, long leaseMillis, long floor) {
+    }
+
+    /** One release, as the batcher carries it. */
+    private record ReleaseRequest(String name, String owner, @Nullable Long token) {
     }
 }

@@ -1,40 +1,60 @@
--- Takes a lock and mints its fencing token in one atomic step.
--- KEYS[1] lock key (value "owner:token", expires with the lease)
--- KEYS[2] token counter key (never expires)
--- ARGV[1] owner id, ARGV[2] lease time in ms, ARGV[3] floor: the next token must exceed it (0 = none),
--- ARGV[4] '1' for server-time tokens: the next token is at least the server's TIME in microseconds
--- ARGV[5], ARGV[6] (a hand-off, optional) the owner id and token of a lease of the same client that releases the
---   lock to this owner: a lock that holds that lease counts as free, and is taken over without a notification
--- Returns {1, token, released} when the owner holds the lock, {0, holder's remaining ms, released} otherwise;
--- released is 1 when a hand-off's releasing lease held the lock, else 0.
-local current = redis.call('GET', KEYS[1])
+-- Takes locks and mints their fencing tokens: each lock in one atomic step, several locks in one call.
+-- KEYS[2i-1] the lock key of lock i (value "owner:token", expires with the lease)
+-- KEYS[2i] its token counter key (never expires)
+-- ARGV[1] '1' for server-time tokens: the next token is at least the server's TIME in microseconds
+-- ARGV[2], ARGV[3] a hand-off ('' when none; then one lock only): the owner id and token of a lease of the same
+--   client that releases lock 1 to its owner: a lock that holds that lease counts as free, and is taken over
+--   without a notification
+-- ARGV[3i+1], ARGV[3i+2], ARGV[3i+3] the owner id of lock i, its lease time in ms and its floor: its next token
+--   must exceed the floor (0 = none)
+-- Returns two integers per lock, then one: {1, token} when the owner holds lock i, {0, holder's remaining ms}
+-- otherwise; last, 1 when a hand-off's releasing lease held lock 1, else 0.
+local result = {}
 local released = 0
-if ARGV[5] and current == ARGV[5] .. ':' .. ARGV[6] then
-  released = 1
-  current = false
-end
-if current then
-  local mine = ARGV[1] .. ':'
-  if string.sub(current, 1, #mine) == mine then
-    -- A retried acquire of the same owner: keep its token, refresh the lease.
-    redis.call('PEXPIRE', KEYS[1], ARGV[2])
-    return {1, tonumber(string.sub(current, #mine + 1)), released}
+local now
+for i = 1, #KEYS / 2 do
+  local lock, counter = KEYS[2 * i - 1], KEYS[2 * i]
+  local owner, lease, floor = ARGV[3 * i + 1], ARGV[3 * i + 2], tonumber(ARGV[3 * i + 3])
+  local current = redis.call('GET', lock)
+  if i == 1 and ARGV[2] ~= '' and current == ARGV[2] .. ':' .. ARGV[3] then
+    released = 1
+    current = false
   end
-  return {0, redis.call('PTTL', KEYS[1]), released}
-end
--- A floor is a token storage has seen that this counter may no longer know of (data loss): move past it.
-local token = math.max(tonumber(redis.call('GET', KEYS[2]) or '0') or 0, tonumber(ARGV[3])) + 1
-if ARGV[4] == '1' then
-  -- After the counter is lost, time still moves on: the next token stays above every earlier one.
-  -- Writes after TIME replicate as effects (the default from Redis 5; a no-op call on Redis 7).
-  if redis.replicate_commands then
-    redis.replicate_commands()
+  if current then
+    local mine = owner .. ':'
+    if string.sub(current, 1, #mine) == mine then
+      -- A retried acquire of the same owner: keep its token, refresh the lease.
+      redis.call('PEXPIRE', lock, lease)
+      result[2 * i - 1], result[2 * i] = 1, tonumber(string.sub(current, #mine + 1))
+    else
+      result[2 * i - 1], result[2 * i] = 0, redis.call('PTTL', lock)
+    end
+  else
+    local token = redis.call('INCR', counter)
+    -- A floor is a token storage has seen that this counter may no longer know of (data loss): move past it.
+    local least = floor + 1
+    if ARGV[1] == '1' then
+      -- After the counter is lost, time still moves on: the next token stays above every earlier one.
+      -- Writes after TIME replicate as effects (the default from Redis 5; a no-op call on Redis 7).
+      if not now then
+        if redis.replicate_commands then
+          redis.replicate_commands()
+        end
+        local time = redis.call('TIME')
+        now = tonumber(time[1]) * 1000000 + tonumber(time[2])
+      end
+      least = math.max(least, now)
+    end
+    -- %d, not Lua's default number format, which turns large tokens into '1e+14'.
+    local value = string.format('%d', token)
+    if token < least then
+      token = least
+      value = string.format('%d', token)
+      redis.call('SET', counter, value)
+    end
+    redis.call('SET', lock, owner .. ':' .. value, 'PX', lease)
+    result[2 * i - 1], result[2 * i] = 1, token
   end
-  local now = redis.call('TIME')
-  token = math.max(token, tonumber(now[1]) * 1000000 + tonumber(now[2]))
 end
--- %d, not Lua's default number format, which turns large tokens into '1e+14'.
-local value = string.format('%d', token)
-redis.call('SET', KEYS[2], value)
-redis.call('SET', KEYS[1], ARGV[1] .. ':' .. value, 'PX', ARGV[2])
-return {1, token, released}
+result[#result + 1] = released
+return result

@@ -1,26 +1,32 @@
--- Deletes a lock if it holds the caller's lease, then notifies waiters.
--- KEYS[1] lock key
--- ARGV[1] owner id, ARGV[2] token ('' matches any token of the owner), ARGV[3] release channel,
--- ARGV[4] '1' on a cluster: notify with sharded pub/sub (SPUBLISH) if the server has it, else PUBLISH
--- Returns 1 if deleted, 0 if the lock does not hold this lease.
-local current = redis.call('GET', KEYS[1])
-if not current then
-  return 0
+-- Deletes locks that hold the caller's leases, then notifies their waiters: several leases in one call.
+-- KEYS[i] the lock key of lease i
+-- ARGV[1] '1' on a cluster: notify with sharded pub/sub (SPUBLISH) if the server has it, else PUBLISH
+-- ARGV[3i-1], ARGV[3i], ARGV[3i+1] the owner id of lease i, its token ('' matches any token of the owner) and its
+--   lock's release channel
+-- Returns one integer per lease: 1 if deleted, 0 if its lock does not hold it.
+local result = {}
+for i = 1, #KEYS do
+  local owner, token, channel = ARGV[3 * i - 1], ARGV[3 * i], ARGV[3 * i + 1]
+  local current = redis.call('GET', KEYS[i])
+  local matches = false
+  if current then
+    if token == '' then
+      local mine = owner .. ':'
+      matches = string.sub(current, 1, #mine) == mine
+    else
+      matches = current == owner .. ':' .. token
+    end
+  end
+  if matches then
+    redis.call('DEL', KEYS[i])
+    -- On a cluster, sharded pub/sub where the server has it (Redis 7 and later), else plain: the server, not what
+    -- a client could read of it, decides, so every client of the prefix agrees with the subscribers' SSUBSCRIBE.
+    if ARGV[1] ~= '1' or not pcall(redis.call, 'SPUBLISH', channel, current) then
+      redis.call('PUBLISH', channel, current)
+    end
+    result[i] = 1
+  else
+    result[i] = 0
+  end
 end
-local matches
-if ARGV[2] == '' then
-  local mine = ARGV[1] .. ':'
-  matches = string.sub(current, 1, #mine) == mine
-else
-  matches = current == ARGV[1] .. ':' .. ARGV[2]
-end
-if not matches then
-  return 0
-end
-redis.call('DEL', KEYS[1])
--- On a cluster, sharded pub/sub where the server has it (Redis 7 and later), else plain: the server, not what
--- a client could read of it, decides, so every client of the prefix agrees with the subscribers' SSUBSCRIBE.
-if ARGV[4] ~= '1' or not pcall(redis.call, 'SPUBLISH', ARGV[3], current) then
-  redis.call('PUBLISH', ARGV[3], current)
-end
-return 1
+return result

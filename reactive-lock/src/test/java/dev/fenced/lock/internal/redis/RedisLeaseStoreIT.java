@@ -5,6 +5,7 @@ import dev.fenced.lock.internal.LeaseStore;
 import dev.fenced.lock.internal.LeaseStoreContract;
 import static org.assertj.core.api.Assertions.assertThat;
 
+import dev.fenced.lock.LockServiceException;
 import dev.fenced.lock.TokenScheme;
 import dev.fenced.lock.internal.LeaseStore.AcquireReply;
 import dev.fenced.testservices.RedisServer;
@@ -19,6 +20,8 @@ import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.extension.ExtendWith;
+import reactor.core.publisher.Flux;
+import reactor.core.publisher.Mono;
 
 /** The store contract on Redis with the default server-time tokens, and what those tokens add. */
 @ExtendWith(RedisServerExtension.class)
@@ -26,6 +29,7 @@ class RedisLeaseStoreIT extends LeaseStoreContract {
 
     private RedisLeaseStore store;
     private ClientSettings settings;
+    private String redisUri;
     private RedisClient adminClient;
     private RedisCommands<String, String> admin;
 
@@ -36,6 +40,7 @@ class RedisLeaseStoreIT extends LeaseStoreContract {
 
     @BeforeEach
     void connect(RedisServer redis) {
+        redisUri = redis.uri();
         settings = ClientSettings.of("it-" + UUID.randomUUID() + ":", Duration.ofSeconds(30), null, Duration.ofSeconds(30), null, null)
                 .withTokenScheme(scheme());
         store = RedisLeaseStore.open(new RedisTarget.Server(RedisURI.create(redis.uri())), settings, ReplicaAcks.NONE);
@@ -120,5 +125,56 @@ class RedisLeaseStoreIT extends LeaseStoreContract {
         String name = "exact-" + UUID.randomUUID();
         long token = grantAndRelease(name, "a").token();
         assertThat(admin.get(settings.keyPrefix() + "{" + name + "}:fence")).isEqualTo(Long.toString(token));
+    }
+
+    /** Acquires and releases in flight at once go out together: one script call carries many locks. */
+    @Test
+    void acquiresAndReleasesInFlightTogetherShareScriptCalls() {
+        int locks = 400;
+        long before = scriptCalls();
+        List<Boolean> released = Flux.range(0, locks)
+                .flatMap(i -> store.acquire("shared-" + i, "owner-" + i, 10_000, 0)
+                        .flatMap(reply -> store.release("shared-" + i, "owner-" + i, reply.token())), locks)
+                .collectList()
+                .block(Duration.ofSeconds(30));
+        assertThat(released).hasSize(locks).containsOnly(true);
+        long calls = scriptCalls() - before;
+        assertThat(calls).as("script calls for %d acquires and %d releases", locks, locks).isLessThanOrEqualTo(locks / 4);
+    }
+
+    /** A call that carried many acquires fails each of them with its own lock's name. */
+    @Test
+    void aFailedCallFailsEachAcquireItCarriedWithItsOwnLock() {
+        ClientSettings quick = ClientSettings.of("it-" + UUID.randomUUID() + ":", Duration.ofSeconds(30), null,
+                Duration.ofSeconds(30), Duration.ofMillis(300), null);
+        RedisLeaseStore timing = RedisLeaseStore.open(new RedisTarget.Server(RedisURI.create(redisUri)), quick, ReplicaAcks.NONE);
+        try {
+            timing.ping().block(Duration.ofSeconds(5));
+            admin.clientPause(1_500);
+            List<Throwable> failures = Flux.range(0, 50)
+                    .flatMap(i -> timing.acquire("paused-" + i, "owner-" + i, 10_000, 0)
+                            .then(Mono.<Throwable>empty())
+                            .onErrorResume(e -> Mono.just(e)), 50)
+                    .collectList()
+                    .block(Duration.ofSeconds(30));
+            assertThat(failures).hasSize(50).allSatisfy(e -> assertThat(e).isInstanceOf(LockServiceException.class)
+                    .hasMessageContaining("no reply within the command timeout of 300 ms"));
+            assertThat(failures.stream().map(e -> ((LockServiceException) e).lockName()).distinct().count())
+                    .as("each failure names its own lock").isEqualTo(50);
+        } finally {
+            timing.close().block(Duration.ofSeconds(10));
+            quick.scheduler().dispose();
+        }
+    }
+
+    private long scriptCalls() {
+        long calls = 0;
+        for (String line : admin.info("commandstats").split("\\r?\\n")) {
+            if (line.startsWith("cmdstat_evalsha:") || line.startsWith("cmdstat_eval:")) {
+                String stats = line.substring(line.indexOf(':') + 1);
+                calls += Long.parseLong(stats.substring("calls=".length(), stats.indexOf(',')));
+            }
+        }
+        return calls;
     }
 }
