@@ -37,8 +37,8 @@ final class AcknowledgedAcquire {
     }
 
     Mono<AcquireReply> acquire(String name, String owner, String lockKey, String[] scriptKeys, String[] args,
-            Function<List<Long>, AcquireReply> parse) {
-        return commands.run(name, "acquire", connections.acknowledgedCommandsAt(lockKey), r -> RedisCommands.<List<Long>>eval(
+            Function<List<Object>, AcquireReply> parse) {
+        return commands.run(name, "acquire", connections.acknowledgedCommandsAt(lockKey), r -> RedisCommands.<List<Object>>eval(
                         r, acquireScript, ScriptOutputType.MULTI, scriptKeys, args)
                 .map(parse)
                 .flatMap(reply -> !reply.acquired() ? Mono.just(reply)

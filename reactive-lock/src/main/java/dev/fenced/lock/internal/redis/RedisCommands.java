@@ -14,11 +14,13 @@ import reactor.core.publisher.Mono;
 import reactor.core.scheduler.Scheduler;
 
 /**
- * Running one command: the one path of every lock command of a {@link RedisLeaseStore}. While connected, the
- * command goes straight out on the open connection; otherwise the connection is opened within the connect
- * timeout, and a connection that is down refuses the command rather than buffering it. Every command times
- * out after its timeout, scripts fall back from {@code EVALSHA} to {@code EVAL} after {@code NOSCRIPT}, and
- * failures are classified in one place ({@link RedisErrors}). Thread-safe.
+ * Running one command: the path of every command of a {@link RedisLeaseStore}. While connected, the command
+ * goes straight out on the open connection; otherwise the connection is opened within the connect timeout, and a
+ * connection that is down refuses the command rather than buffering it. Every command times out after its
+ * timeout, scripts fall back from {@code EVALSHA} to {@code EVAL} after {@code NOSCRIPT}, and failures are
+ * classified in one place ({@link RedisErrors}). A call that carries the acquires or releases of several locks
+ * ({@link ScriptBatcher}) is sent only on an open connection ({@link #onOpen}), and its failures are classified
+ * per lock. Thread-safe.
  */
 final class RedisCommands {
 

@@ -30,7 +30,9 @@ final class RedisErrors {
             return fenced;
         }
         String detail;
-        if (error instanceof NotConnectedException) {
+        if (error instanceof WaitedTooLongException) {
+            detail = error.getMessage();
+        } else if (error instanceof NotConnectedException) {
             detail = "not connected to Redis (reconnecting)";
         } else if (error instanceof TimeoutException || error instanceof RedisCommandTimeoutException) {
             detail = "no reply within the command timeout of " + timeout.toMillis() + " ms";
@@ -59,6 +61,7 @@ final class RedisErrors {
     static boolean neverSent(Throwable error) {
         Throwable cause = error instanceof LockServiceException && error.getCause() != null ? error.getCause() : error;
         return cause instanceof NotConnectedException
+                || cause instanceof WaitedTooLongException
                 || cause instanceof RedisConnectionException
                 || (cause instanceof RedisException && String.valueOf(cause.getMessage()).startsWith("Currently not connected"))
                 || cause instanceof LazyConnection.ClosedException;
@@ -75,6 +78,29 @@ final class RedisErrors {
 
         NotConnectedException(String message) {
             super(message, null, false, false);
+        }
+    }
+
+    /**
+     * Whether Redis refused a call because its keys span hash slots ({@code CROSSSLOT}: a proxy or a sharded
+     * service behind one address). Such a call ran nothing.
+     *
+     * @param error a failure, classified or not
+     * @return whether it is that refusal
+     */
+    static boolean crossSlot(Throwable error) {
+        Throwable cause = error instanceof LockServiceException && error.getCause() != null ? error.getCause() : error;
+        return cause instanceof RedisCommandExecutionException && String.valueOf(cause.getMessage()).startsWith("CROSSSLOT");
+    }
+
+    /** A lock command that waited longer than the command timeout for a call to carry it, and was never sent. */
+    static final class WaitedTooLongException extends RuntimeException {
+
+        private static final long serialVersionUID = 1L;
+
+        WaitedTooLongException(Duration timeout) {
+            super("waited longer than the command timeout of " + timeout.toMillis()
+                    + " ms for a call to Redis (too many lock commands in flight); never sent", null, false, false);
         }
     }
 }

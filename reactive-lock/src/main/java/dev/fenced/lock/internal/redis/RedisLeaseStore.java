@@ -4,12 +4,12 @@ import dev.fenced.lock.TokenScheme;
 import dev.fenced.lock.internal.ClientSettings;
 import dev.fenced.lock.internal.KeyLayout;
 import dev.fenced.lock.internal.LeaseStore;
+import io.lettuce.core.RedisCommandExecutionException;
 import io.lettuce.core.ScriptOutputType;
 import io.lettuce.core.cluster.api.reactive.RedisClusterReactiveCommands;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
-import java.util.function.BooleanSupplier;
 import java.util.function.Function;
 import org.jspecify.annotations.Nullable;
 import reactor.core.publisher.Flux;
@@ -42,7 +42,10 @@ public final class RedisLeaseStore implements LeaseStore {
     private final LuaScript acquireScript = LuaScript.ACQUIRE;
     private final LuaScript releaseScript = LuaScript.RELEASE;
     private final AcknowledgedAcquire acknowledged;
-    /** Acquires and releases sent together while others are in flight; {@code null} on a cluster, where keys span slots. */
+    /**
+     * Acquires and releases sent together while others are in flight; {@code null} on a cluster, where keys span
+     * slots, and (acquires) with replica acknowledgement, whose acquires have a connection of their own.
+     */
     private final @Nullable ScriptBatcher<AcquireRequest, AcquireReply> acquires;
     private final @Nullable ScriptBatcher<ReleaseRequest, Boolean> releases;
 
@@ -75,15 +78,18 @@ public final class RedisLeaseStore implements LeaseStore {
         this.watches = new ReleaseWatches(connections, commands, keys, settings.scheduler());
         watchesOnceBuilt[0] = watches;
         this.acknowledged = new AcknowledgedAcquire(commands, connections, acks, acquireScript, this::release);
+        // One keyspace: a call may carry locks of many slots (a proxy that refuses it makes the batcher send alone).
         boolean oneServer = connections instanceof StandaloneConnections;
-        BooleanSupplier open = () -> commands.openCommands() != null;
+        Duration timeout = settings.commandTimeout();
         this.acquires = oneServer && !acks.required()
                 ? new ScriptBatcher<>(this::acquireAlone, this::acquireTogether,
-                        (e, r) -> commands.classify(e, r.name(), "acquire"), open)
+                        (e, r) -> commands.classify(e, r.name(), "acquire"),
+                        r -> commands.classify(new RedisErrors.WaitedTooLongException(timeout), r.name(), "acquire"), timeout)
                 : null;
         this.releases = oneServer
                 ? new ScriptBatcher<>(this::releaseAlone, this::releaseTogether,
-                        (e, r) -> commands.classify(e, r.name(), "release"), open)
+                        (e, r) -> commands.classify(e, r.name(), "release"),
+                        r -> commands.classify(new RedisErrors.WaitedTooLongException(timeout), r.name(), "release"), timeout)
                 : null;
     }
 
@@ -122,8 +128,9 @@ public final class RedisLeaseStore implements LeaseStore {
         if (acquires != null) {
             reply = acquires.send(request);
         } else if (acks.required()) {
-            reply = acknowledged.acquire(name, owner, keys.lockKey(name), acquireKeys(List.of(request)),
-                    acquireArgs(List.of(request), "", ""), list -> acquireReplies(list, 1).get(0));
+            List<AcquireRequest> one = List.of(request);
+            reply = acknowledged.acquire(name, owner, keys.lockKey(name), acquireKeys(one), acquireArgs(one, "", ""),
+                    list -> alone(acquireReplies(list, 1).get(0), name, "acquire"));
         } else {
             reply = acquireAlone(request);
         }
@@ -132,23 +139,43 @@ public final class RedisLeaseStore implements LeaseStore {
 
     private Mono<AcquireReply> acquireAlone(AcquireRequest request) {
         List<AcquireRequest> one = List.of(request);
-        return commands.evalList(acquireScript, acquireKeys(one), acquireArgs(one, "", ""), request.name(), "acquire")
-                .map(list -> acquireReplies(list, 1).get(0));
+        return evalAlone(acquireScript, acquireKeys(one), () -> acquireArgs(one, "", ""), request.name(), "acquire")
+                .map(list -> alone(acquireReplies(list, 1).get(0), request.name(), "acquire"));
     }
 
     /** Several acquires in one call of the acquire script. */
-    private Mono<List<AcquireReply>> acquireTogether(List<AcquireRequest> requests) {
-        return together(acquireScript, acquireKeys(requests), acquireArgs(requests, "", ""))
+    private Mono<List<ScriptBatcher.Reply<AcquireReply>>> acquireTogether(List<AcquireRequest> requests) {
+        return evalTogether(acquireScript, acquireKeys(requests), acquireArgs(requests, "", ""))
                 .map(list -> acquireReplies(list, requests.size()));
     }
 
+    /**
+     * A script call for one lock on the command connection, its arguments made once connected (whether the server
+     * has sharded pub/sub is known only then).
+     */
+    private Mono<List<Object>> evalAlone(LuaScript script, String[] scriptKeys, java.util.function.Supplier<String[]> args,
+            String name, String operation) {
+        return commands.command(name, operation,
+                r -> RedisCommands.<List<Object>>eval(r, script, ScriptOutputType.MULTI, scriptKeys, args.get()))
+                .defaultIfEmpty(List.of());
+    }
+
     /** One call of a script for several locks, on the open connection; failures unclassified. */
-    private Mono<List<Long>> together(LuaScript script, String[] scriptKeys, String[] args) {
+    private Mono<List<Object>> evalTogether(LuaScript script, String[] scriptKeys, String[] args) {
         RedisClusterReactiveCommands<String, String> open = commands.openCommands();
         if (open == null) {
             return Mono.error(new RedisErrors.NotConnectedException());
         }
-        return commands.onOpen(open, r -> RedisCommands.eval(r, script, ScriptOutputType.MULTI, scriptKeys, args));
+        return commands.<List<Object>>onOpen(open, r -> RedisCommands.eval(r, script, ScriptOutputType.MULTI, scriptKeys, args))
+                .defaultIfEmpty(List.of());
+    }
+
+    /** The reply of a call for one lock; an error the script met for it is the call's failure. */
+    private <T> T alone(ScriptBatcher.Reply<T> reply, String name, String operation) {
+        if (reply.error() != null) {
+            throw commands.classify(reply.error(), name, operation);
+        }
+        return reply.value();
     }
 
     private String[] acquireKeys(List<AcquireRequest> requests) {
@@ -175,16 +202,26 @@ public final class RedisLeaseStore implements LeaseStore {
         return args;
     }
 
-    /** The acquire script's reply: two integers per lock, then whether a hand-off released lock 1. */
-    private static List<AcquireReply> acquireReplies(List<Long> reply, int locks) {
+    /**
+     * The acquire script's reply: two values per lock ({@code 1, token}, {@code 0, holder's remaining ms} or
+     * {@code -1, error}), then whether a hand-off released lock 1.
+     */
+    private static List<ScriptBatcher.Reply<AcquireReply>> acquireReplies(List<Object> reply, int locks) {
         if (reply.size() != 2 * locks + 1) {
-            throw new IllegalStateException("the acquire script answered " + reply.size() + " integers for " + locks
+            throw new IllegalStateException("the acquire script answered " + reply.size() + " values for " + locks
                     + " lock(s)");
         }
-        List<AcquireReply> replies = new ArrayList<>(locks);
+        List<ScriptBatcher.Reply<AcquireReply>> replies = new ArrayList<>(locks);
         for (int i = 0; i < locks; i++) {
-            long value = reply.get(2 * i + 1);
-            replies.add(reply.get(2 * i) == 1L ? AcquireReply.acquired(value) : AcquireReply.busy(value));
+            Object status = reply.get(2 * i);
+            Object value = reply.get(2 * i + 1);
+            if (Long.valueOf(1L).equals(status) && value instanceof Long token) {
+                replies.add(ScriptBatcher.Reply.of(AcquireReply.acquired(token)));
+            } else if (Long.valueOf(0L).equals(status) && value instanceof Long ttl) {
+                replies.add(ScriptBatcher.Reply.of(AcquireReply.busy(ttl)));
+            } else {
+                replies.add(ScriptBatcher.Reply.failed(new RedisCommandExecutionException(String.valueOf(value))));
+            }
         }
         return replies;
     }
@@ -200,10 +237,11 @@ public final class RedisLeaseStore implements LeaseStore {
             return LeaseStore.super.handOff(name, owner, token, nextOwner, leaseMillis, floor);
         }
         List<AcquireRequest> next = List.of(new AcquireRequest(name, nextOwner, leaseMillis, floor));
-        return commands.evalList(acquireScript, acquireKeys(next), acquireArgs(next, owner, Long.toString(token)), name, "release")
+        String[] args = acquireArgs(next, owner, Long.toString(token));
+        return evalAlone(acquireScript, acquireKeys(next), () -> args, name, "release")
                 .flatMap(reply -> {
-                    AcquireReply nextReply = acquireReplies(reply, 1).get(0);
-                    boolean released = reply.get(2) == 1L;
+                    AcquireReply nextReply = alone(acquireReplies(reply, 1).get(0), name, "release");
+                    boolean released = Long.valueOf(1L).equals(reply.get(2));
                     return verified(nextReply).map(granted -> new Handoff(released, granted, null));
                 });
     }
@@ -226,16 +264,13 @@ public final class RedisLeaseStore implements LeaseStore {
 
     private Mono<Boolean> releaseAlone(ReleaseRequest request) {
         List<ReleaseRequest> one = List.of(request);
-        String[] scriptKeys = releaseKeys(one);
-        // The arguments once connected: whether the server has sharded pub/sub is known only then.
-        return commands.command(request.name(), "release",
-                        r -> RedisCommands.<List<Long>>eval(r, releaseScript, ScriptOutputType.MULTI, scriptKeys, releaseArgs(one)))
-                .map(list -> releaseReplies(list, 1).get(0));
+        return evalAlone(releaseScript, releaseKeys(one), () -> releaseArgs(one), request.name(), "release")
+                .map(list -> alone(releaseReplies(list, 1).get(0), request.name(), "release"));
     }
 
     /** Several releases in one call of the release script. */
-    private Mono<List<Boolean>> releaseTogether(List<ReleaseRequest> requests) {
-        return together(releaseScript, releaseKeys(requests), releaseArgs(requests))
+    private Mono<List<ScriptBatcher.Reply<Boolean>>> releaseTogether(List<ReleaseRequest> requests) {
+        return evalTogether(releaseScript, releaseKeys(requests), releaseArgs(requests))
                 .map(list -> releaseReplies(list, requests.size()));
     }
 
@@ -260,14 +295,16 @@ public final class RedisLeaseStore implements LeaseStore {
         return args;
     }
 
-    private static List<Boolean> releaseReplies(List<Long> reply, int leases) {
+    /** The release script's reply: per lease 1 (deleted), 0 (not held) or an error. */
+    private static List<ScriptBatcher.Reply<Boolean>> releaseReplies(List<Object> reply, int leases) {
         if (reply.size() != leases) {
-            throw new IllegalStateException("the release script answered " + reply.size() + " integers for " + leases
+            throw new IllegalStateException("the release script answered " + reply.size() + " values for " + leases
                     + " lease(s)");
         }
-        List<Boolean> released = new ArrayList<>(leases);
-        for (Long deleted : reply) {
-            released.add(deleted == 1L);
+        List<ScriptBatcher.Reply<Boolean>> released = new ArrayList<>(leases);
+        for (Object deleted : reply) {
+            released.add(deleted instanceof Long n ? ScriptBatcher.Reply.of(n == 1L)
+                    : ScriptBatcher.Reply.failed(new RedisCommandExecutionException(String.valueOf(deleted))));
         }
         return released;
     }

@@ -1,7 +1,9 @@
 package dev.fenced.lock.internal.redis;
 
+import io.netty.channel.EventLoop;
 import io.netty.util.concurrent.EventExecutor;
 import io.netty.util.internal.ThreadExecutorMap;
+import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Queue;
@@ -10,25 +12,32 @@ import java.util.concurrent.RejectedExecutionException;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.function.BiFunction;
-import java.util.function.BooleanSupplier;
 import java.util.function.Function;
+import org.jspecify.annotations.Nullable;
 import reactor.core.publisher.Mono;
 import reactor.core.publisher.MonoSink;
 
 /**
  * Sends the lock commands of one kind (acquires, or releases) that wait at the same time as one script call: the
  * script takes a list of locks and answers for each, so a hundred acquires in flight cost Redis a few script calls
- * instead of a hundred. Each request keeps its own reply, or its own failure: a failed call fails every request it
- * carried, each with its own lock's name.
+ * instead of a hundred. Each request keeps its own reply, or its own failure: the script answers an error for one
+ * lock without failing the others, and a call that fails as a whole fails every request it carried, each with its
+ * own lock's name.
  *
  * <p>When to send:
  * <ul>
  *   <li>At most {@link #MAX_IN_FLIGHT} calls of this kind are in flight; requests made meanwhile wait, and leave
- *       together, up to {@link #MAX_BATCH} a call, as soon as a call answers. Below that bound a request made off
- *       an event loop leaves at once: one acquire at a time pays nothing for batching.</li>
- *   <li>A request made on a Netty event-loop thread (the callbacks of Lettuce's replies run there) leaves at the
- *       end of that loop's current turn, with every other request the turn made: the replies that one read decodes
- *       answer many requests, whose next commands go out as one call.</li>
+ *       together as soon as a call answers, {@link #MIN_BATCH} to {@link #MAX_BATCH} a call (more when more
+ *       wait). Below that bound a request made off an event loop leaves at once: one acquire at a time pays
+ *       nothing for batching.</li>
+ *   <li>A request made on a Netty I/O event loop (the callbacks of Lettuce's replies run there) leaves at the end
+ *       of that thread's current turn, with every other request the turn made: the replies that one read decodes
+ *       answer many requests, whose next commands go out as one call. Each thread keeps its own turn: a request
+ *       never waits for another thread's.</li>
+ *   <li>A request that waited longer than the command timeout for a call fails without being sent (nothing ran
+ *       on Redis: no undo needed), so no request waits longer than it would for its reply.</li>
+ *   <li>A server that refuses a call whose keys span hash slots ({@code CROSSSLOT}: a proxy or a sharded service
+ *       behind one address) gets every request alone from then on; the refused call ran nothing.</li>
  * </ul>
  *
  * <p>Cancelling a request's Mono does not recall it (Lettuce cannot recall a command either): the lease runtime
@@ -40,35 +49,67 @@ import reactor.core.publisher.MonoSink;
 final class ScriptBatcher<R, T> {
 
     /**
-     * The most requests one call carries. Small enough that 64 requests in flight make several calls, which
-     * overlap: while Redis runs one, the client handles the replies of another (one call of 64 leaves both sides
-     * idle in turn, and ran slower than one call per request); large enough that a call's own cost is shared.
+     * The fewest requests a call carries when more wait. Small enough that 64 requests in flight make several
+     * calls, which overlap: while Redis runs one, the client handles the replies of another (one call of 64 leaves
+     * both sides idle in turn, and ran slower than one call per request); large enough that a call's own cost is
+     * shared.
      */
-    static final int MAX_BATCH = 16;
+    static final int MIN_BATCH = 16;
+
+    /** The most requests one call carries: a call of this many holds Redis for about a millisecond. */
+    static final int MAX_BATCH = 256;
 
     /** The most calls of one kind in flight at once; more requests wait for one of them to answer. */
     static final int MAX_IN_FLIGHT = 8;
 
+    /** The requests to drain at the end of the current turn of an event loop, per thread. */
+    private static final ThreadLocal<EndOfTurn> END_OF_TURN = ThreadLocal.withInitial(EndOfTurn::new);
+
     private final Function<R, Mono<T>> one;
-    private final Function<List<R>, Mono<List<T>>> many;
+    private final Function<List<R>, Mono<List<Reply<T>>>> many;
     private final BiFunction<Throwable, R, Throwable> classify;
-    private final BooleanSupplier canBatch;
+    private final Function<R, Throwable> waitedTooLong;
+    private final long timeoutNanos;
     private final Queue<Pending<R, T>> waiting = new ConcurrentLinkedQueue<>();
+    private final AtomicInteger waitingCount = new AtomicInteger();
     private final AtomicInteger inFlight = new AtomicInteger();
-    private final AtomicBoolean drainScheduled = new AtomicBoolean();
+    private final AtomicInteger drainsAsked = new AtomicInteger();
+    private volatile boolean alone;
 
     /**
      * @param one sends one request alone (the path of a request while the connection is not open, too)
-     * @param many sends several requests in one call; replies in the requests' order, failures unclassified
+     * @param many sends several requests in one call, or fails with a
+     *     {@link RedisErrors.NotConnectedException} when the connection is not open; replies in the requests' order,
+     *     call failures unclassified
      * @param classify a failure of a call of {@code many}, as the given request reports it
-     * @param canBatch whether {@code many} can be used now (the connection is open)
+     * @param waitedTooLong the failure of a request that waited longer than the command timeout for a call
+     * @param commandTimeout the command timeout
      */
-    ScriptBatcher(Function<R, Mono<T>> one, Function<List<R>, Mono<List<T>>> many,
-            BiFunction<Throwable, R, Throwable> classify, BooleanSupplier canBatch) {
+    ScriptBatcher(Function<R, Mono<T>> one, Function<List<R>, Mono<List<Reply<T>>>> many,
+            BiFunction<Throwable, R, Throwable> classify, Function<R, Throwable> waitedTooLong, Duration commandTimeout) {
         this.one = one;
         this.many = many;
         this.classify = classify;
-        this.canBatch = canBatch;
+        this.waitedTooLong = waitedTooLong;
+        this.timeoutNanos = commandTimeout.toNanos();
+    }
+
+    /**
+     * One lock's answer in a call of several: its reply, or the error the script met for it alone.
+     *
+     * @param value the reply, or {@code null} with an error
+     * @param error the error, or {@code null}
+     * @param <T> the reply type
+     */
+    record Reply<T>(@Nullable T value, @Nullable Throwable error) {
+
+        static <T> Reply<T> of(T value) {
+            return new Reply<>(value, null);
+        }
+
+        static <T> Reply<T> failed(Throwable error) {
+            return new Reply<>(null, error);
+        }
     }
 
     /**
@@ -79,53 +120,60 @@ final class ScriptBatcher<R, T> {
      */
     Mono<T> send(R request) {
         return Mono.create(sink -> {
-            waiting.offer(new Pending<>(request, sink));
+            waiting.offer(new Pending<>(request, sink, System.nanoTime()));
+            waitingCount.incrementAndGet();
             wake();
         });
     }
 
+    /** Drains now, or at the end of the calling event loop's turn. */
     private void wake() {
-        EventExecutor loop = ThreadExecutorMap.currentExecutor();
-        if (loop != null) {
-            if (drainScheduled.compareAndSet(false, true)) {
-                try {
-                    loop.execute(this::scheduledDrain);
-                    return;
-                } catch (RejectedExecutionException shuttingDown) {
-                    drainScheduled.set(false);
-                }
-            } else {
-                return; // a drain at the end of this turn will take the request
+        EventExecutor executor = ThreadExecutorMap.currentExecutor();
+        if (executor instanceof EventLoop loop && loop.inEventLoop()) {
+            EndOfTurn turn = END_OF_TURN.get();
+            if (turn.add(this, loop)) {
+                return;
             }
         }
         drain();
     }
 
-    private void scheduledDrain() {
-        drainScheduled.set(false);
-        drain();
+    /** Sends what may be sent; one thread at a time runs the loop, the others' asks make it run again. */
+    private void drain() {
+        if (drainsAsked.getAndIncrement() != 0) {
+            return;
+        }
+        do {
+            drainOnce();
+        } while (drainsAsked.decrementAndGet() != 0);
     }
 
-    private void drain() {
+    private void drainOnce() {
         for (;;) {
             int calls = inFlight.get();
-            if (calls >= MAX_IN_FLIGHT || waiting.isEmpty()) {
+            if (calls >= MAX_IN_FLIGHT || waitingCount.get() <= 0) {
                 return;
             }
             if (!inFlight.compareAndSet(calls, calls + 1)) {
                 continue;
             }
-            List<Pending<R, T>> batch = new ArrayList<>();
+            int size = Math.max(MIN_BATCH, Math.min(MAX_BATCH, (waitingCount.get() + MAX_IN_FLIGHT - 1) / MAX_IN_FLIGHT));
+            List<Pending<R, T>> batch = new ArrayList<>(Math.max(1, Math.min(size, waitingCount.get())));
+            long now = System.nanoTime();
             Pending<R, T> next;
-            while (batch.size() < MAX_BATCH && (next = waiting.poll()) != null) {
-                batch.add(next);
+            while (batch.size() < size && (next = waiting.poll()) != null) {
+                waitingCount.decrementAndGet();
+                if (now - next.queuedAt > timeoutNanos) {
+                    next.sink.error(waitedTooLong.apply(next.request));
+                } else {
+                    batch.add(next);
+                }
             }
             if (batch.isEmpty()) {
-                // Another drain took them; look again, as a request may have come after the check.
                 inFlight.decrementAndGet();
                 continue;
             }
-            if (batch.size() == 1 || !canBatch.getAsBoolean()) {
+            if (batch.size() == 1 || alone) {
                 sendAlone(batch);
             } else {
                 sendTogether(batch);
@@ -143,12 +191,31 @@ final class ScriptBatcher<R, T> {
             } catch (RuntimeException e) {
                 reply = Mono.error(e);
             }
-            reply.subscribe(pending.sink::success, e -> {
-                pending.sink.error(e);
-                answered(unanswered);
+            AtomicBoolean answered = new AtomicBoolean();
+            reply.subscribe(value -> {
+                if (answered.compareAndSet(false, true)) {
+                    try {
+                        pending.sink.success(value);
+                    } finally {
+                        answered(unanswered);
+                    }
+                }
+            }, e -> {
+                if (answered.compareAndSet(false, true)) {
+                    try {
+                        pending.sink.error(e);
+                    } finally {
+                        answered(unanswered);
+                    }
+                }
             }, () -> {
-                pending.sink.success(); // after a value, a no-op
-                answered(unanswered);
+                if (answered.compareAndSet(false, true)) {
+                    try {
+                        pending.sink.success();
+                    } finally {
+                        answered(unanswered);
+                    }
+                }
             });
         }
     }
@@ -164,7 +231,7 @@ final class ScriptBatcher<R, T> {
         for (Pending<R, T> pending : batch) {
             requests.add(pending.request);
         }
-        Mono<List<T>> replies;
+        Mono<List<Reply<T>>> replies;
         try {
             replies = many.apply(requests);
         } catch (RuntimeException e) {
@@ -172,29 +239,53 @@ final class ScriptBatcher<R, T> {
         }
         AtomicBoolean answered = new AtomicBoolean();
         replies.subscribe(list -> {
-            if (!answered.compareAndSet(false, true)) {
-                return;
-            }
-            if (list.size() != batch.size()) {
-                fail(batch, new IllegalStateException("a batched script answered " + list.size() + " replies to "
-                        + batch.size() + " requests"));
-            } else {
-                for (int i = 0; i < batch.size(); i++) {
-                    batch.get(i).sink.success(list.get(i));
+            if (answered.compareAndSet(false, true)) {
+                try {
+                    answer(batch, list);
+                } finally {
+                    finished();
                 }
             }
-            finished();
         }, e -> {
             if (answered.compareAndSet(false, true)) {
-                fail(batch, e);
-                finished();
+                if (RedisErrors.crossSlot(e)) {
+                    // Refused before it ran: this server takes one slot a call. Send each alone, now and from now on.
+                    alone = true;
+                    sendAlone(batch);
+                    return;
+                }
+                try {
+                    fail(batch, e);
+                } finally {
+                    finished();
+                }
             }
         }, () -> {
             if (answered.compareAndSet(false, true)) {
-                fail(batch, new IllegalStateException("a batched script answered nothing"));
-                finished();
+                try {
+                    fail(batch, new IllegalStateException("a batched lock script answered nothing"));
+                } finally {
+                    finished();
+                }
             }
         });
+    }
+
+    private void answer(List<Pending<R, T>> batch, List<Reply<T>> replies) {
+        if (replies.size() != batch.size()) {
+            fail(batch, new IllegalStateException("a batched lock script answered " + replies.size() + " replies to "
+                    + batch.size() + " requests"));
+            return;
+        }
+        for (int i = 0; i < batch.size(); i++) {
+            Pending<R, T> pending = batch.get(i);
+            Reply<T> reply = replies.get(i);
+            if (reply.error() != null) {
+                pending.sink.error(classify.apply(reply.error(), pending.request));
+            } else {
+                pending.sink.success(reply.value());
+            }
+        }
     }
 
     private void fail(List<Pending<R, T>> batch, Throwable error) {
@@ -205,9 +296,59 @@ final class ScriptBatcher<R, T> {
 
     private void finished() {
         inFlight.decrementAndGet();
-        wake();
+        if (waitingCount.get() > 0) {
+            wake();
+        }
     }
 
-    private record Pending<R, T>(R request, MonoSink<T> sink) {
+    private record Pending<R, T>(R request, MonoSink<T> sink, long queuedAt) {
+    }
+
+    /** The batchers one event-loop thread asked to drain during its current turn; confined to that thread. */
+    private static final class EndOfTurn implements Runnable {
+
+        private final List<ScriptBatcher<?, ?>> batchers = new ArrayList<>(2);
+        private boolean scheduled;
+
+        /** Whether the batcher will drain at the end of this turn (false: the loop refused the task; drain now). */
+        boolean add(ScriptBatcher<?, ?> batcher, EventLoop loop) {
+            if (!batchers.contains(batcher)) {
+                batchers.add(batcher);
+            }
+            if (!scheduled) {
+                try {
+                    loop.execute(this);
+                } catch (RejectedExecutionException shuttingDown) {
+                    batchers.remove(batcher);
+                    return false;
+                }
+                scheduled = true;
+            }
+            return true;
+        }
+
+        @Override
+        public void run() {
+            scheduled = false;
+            // A drain may add a batcher again (a reply that arrives inline): take a copy first.
+            List<ScriptBatcher<?, ?>> due = new ArrayList<>(batchers);
+            batchers.clear();
+            RuntimeException first = null;
+            for (ScriptBatcher<?, ?> batcher : due) {
+                try {
+                    batcher.drain();
+                } catch (RuntimeException e) {
+                    // Every batcher drains, whatever one of them threw.
+                    if (first == null) {
+                        first = e;
+                    } else {
+                        first.addSuppressed(e);
+                    }
+                }
+            }
+            if (first != null) {
+                throw first;
+            }
+        }
     }
 }

@@ -7,14 +7,24 @@
 --   without a notification
 -- ARGV[3i+1], ARGV[3i+2], ARGV[3i+3] the owner id of lock i, its lease time in ms and its floor: its next token
 --   must exceed the floor (0 = none)
--- Returns two integers per lock, then one: {1, token} when the owner holds lock i, {0, holder's remaining ms}
--- otherwise; last, 1 when a hand-off's releasing lease held lock 1, else 0.
-local result = {}
-local released = 0
+-- Returns two values per lock, then one: {1, token} when the owner holds lock i, {0, holder's remaining ms}
+-- otherwise, {-1, error message} when a command failed for lock i alone (a key of another type, say: the other
+-- locks are answered as usual); last, 1 when a hand-off's releasing lease held lock 1, else 0.
 local now
-for i = 1, #KEYS / 2 do
+if ARGV[1] == '1' then
+  -- After the counter is lost, time still moves on: the next token stays above every earlier one. Writes after
+  -- TIME replicate as effects (the default from Redis 5; a no-op call on Redis 7), asked for before any write.
+  if redis.replicate_commands then
+    redis.replicate_commands()
+  end
+  local time = redis.call('TIME')
+  now = tonumber(time[1]) * 1000000 + tonumber(time[2])
+end
+local released = 0
+
+local function acquire(i)
   local lock, counter = KEYS[2 * i - 1], KEYS[2 * i]
-  local owner, lease, floor = ARGV[3 * i + 1], ARGV[3 * i + 2], tonumber(ARGV[3 * i + 3])
+  local owner, lease = ARGV[3 * i + 1], ARGV[3 * i + 2]
   local current = redis.call('GET', lock)
   if i == 1 and ARGV[2] ~= '' and current == ARGV[2] .. ':' .. ARGV[3] then
     released = 1
@@ -24,36 +34,35 @@ for i = 1, #KEYS / 2 do
     local mine = owner .. ':'
     if string.sub(current, 1, #mine) == mine then
       -- A retried acquire of the same owner: keep its token, refresh the lease.
-      redis.call('PEXPIRE', lock, lease)
-      result[2 * i - 1], result[2 * i] = 1, tonumber(string.sub(current, #mine + 1))
-    else
-      result[2 * i - 1], result[2 * i] = 0, redis.call('PTTL', lock)
-    end
-  else
-    local token = redis.call('INCR', counter)
-    -- A floor is a token storage has seen that this counter may no longer know of (data loss): move past it.
-    local least = floor + 1
-    if ARGV[1] == '1' then
-      -- After the counter is lost, time still moves on: the next token stays above every earlier one.
-      -- Writes after TIME replicate as effects (the default from Redis 5; a no-op call on Redis 7).
-      if not now then
-        if redis.replicate_commands then
-          redis.replicate_commands()
-        end
-        local time = redis.call('TIME')
-        now = tonumber(time[1]) * 1000000 + tonumber(time[2])
+      local token = tonumber(string.sub(current, #mine + 1))
+      if not token then
+        error('the lock holds ' .. current .. ', not owner:token')
       end
-      least = math.max(least, now)
+      redis.call('PEXPIRE', lock, lease)
+      return 1, token
     end
-    -- %d, not Lua's default number format, which turns large tokens into '1e+14'.
-    local value = string.format('%d', token)
-    if token < least then
-      token = least
-      value = string.format('%d', token)
-      redis.call('SET', counter, value)
-    end
-    redis.call('SET', lock, owner .. ':' .. value, 'PX', lease)
-    result[2 * i - 1], result[2 * i] = 1, token
+    return 0, redis.call('PTTL', lock)
+  end
+  -- A floor is a token storage has seen that this counter may no longer know of (data loss): move past it.
+  -- A counter that is not a number counts as 0.
+  local token = math.max(tonumber(redis.call('GET', counter) or '0') or 0, tonumber(ARGV[3 * i + 3])) + 1
+  if now then
+    token = math.max(token, now)
+  end
+  -- %d, not Lua's default number format, which turns large tokens into '1e+14'.
+  local value = string.format('%d', token)
+  redis.call('SET', counter, value)
+  redis.call('SET', lock, owner .. ':' .. value, 'PX', lease)
+  return 1, token
+end
+
+local result = {}
+for i = 1, #KEYS / 2 do
+  local ok, held, value = pcall(acquire, i)
+  if ok then
+    result[2 * i - 1], result[2 * i] = held, value
+  else
+    result[2 * i - 1], result[2 * i] = -1, type(held) == 'table' and tostring(held.err) or tostring(held)
   end
 end
 result[#result + 1] = released

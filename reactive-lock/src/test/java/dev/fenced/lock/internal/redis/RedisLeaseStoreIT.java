@@ -1,6 +1,7 @@
 package dev.fenced.lock.internal.redis;
 
 import dev.fenced.lock.internal.ClientSettings;
+import dev.fenced.lock.internal.KeyLayout;
 import dev.fenced.lock.internal.LeaseStore;
 import dev.fenced.lock.internal.LeaseStoreContract;
 import static org.assertj.core.api.Assertions.assertThat;
@@ -33,6 +34,11 @@ class RedisLeaseStoreIT extends LeaseStoreContract {
     private RedisClient adminClient;
     private RedisCommands<String, String> admin;
 
+    /** The server under test: the tests' Redis. */
+    String uriOf(RedisServer redis) {
+        return redis.uri();
+    }
+
     /** The scheme the store under test mints tokens with. */
     TokenScheme scheme() {
         return TokenScheme.SERVER_TIME;
@@ -40,11 +46,11 @@ class RedisLeaseStoreIT extends LeaseStoreContract {
 
     @BeforeEach
     void connect(RedisServer redis) {
-        redisUri = redis.uri();
+        redisUri = uriOf(redis);
         settings = ClientSettings.of("it-" + UUID.randomUUID() + ":", Duration.ofSeconds(30), null, Duration.ofSeconds(30), null, null)
                 .withTokenScheme(scheme());
-        store = RedisLeaseStore.open(new RedisTarget.Server(RedisURI.create(redis.uri())), settings, ReplicaAcks.NONE);
-        adminClient = RedisClient.create(redis.uri());
+        store = RedisLeaseStore.open(new RedisTarget.Server(RedisURI.create(redisUri)), settings, ReplicaAcks.NONE);
+        adminClient = RedisClient.create(redisUri);
         admin = adminClient.connect().sync();
     }
 
@@ -132,39 +138,123 @@ class RedisLeaseStoreIT extends LeaseStoreContract {
     void acquiresAndReleasesInFlightTogetherShareScriptCalls() {
         int locks = 400;
         long before = scriptCalls();
-        List<Boolean> released = Flux.range(0, locks)
-                .flatMap(i -> store.acquire("shared-" + i, "owner-" + i, 10_000, 0)
-                        .flatMap(reply -> store.release("shared-" + i, "owner-" + i, reply.token())), locks)
-                .collectList()
-                .block(Duration.ofSeconds(30));
-        assertThat(released).hasSize(locks).containsOnly(true);
+        acquireAndReleaseAtOnce(store, "shared-", locks);
         long calls = scriptCalls() - before;
-        assertThat(calls).as("script calls for %d acquires and %d releases", locks, locks).isLessThanOrEqualTo(locks / 4);
+        assertThat(calls).as("script calls for %d acquires and %d releases", locks, locks).isLessThan(locks / 2);
     }
 
     /** A call that carried many acquires fails each of them with its own lock's name. */
     @Test
     void aFailedCallFailsEachAcquireItCarriedWithItsOwnLock() {
+        withStore(Duration.ofMillis(1_000), timing -> {
+            long callsBefore = scriptCalls();
+            admin.clientPause(5_000);
+            // Eight calls fill what may be in flight; the next requests wait for them, then leave together.
+            Flux<Throwable> first = failures(timing, 0, ScriptBatcher.MAX_IN_FLIGHT);
+            Flux<Throwable> rest = Mono.delay(Duration.ofMillis(400)).thenMany(failures(timing, ScriptBatcher.MAX_IN_FLIGHT, 42));
+            List<Throwable> failures = Flux.merge(first, rest).collectList().block(Duration.ofSeconds(30));
+            assertThat(failures).hasSize(50).allSatisfy(e -> assertThat(e).isInstanceOf(LockServiceException.class)
+                    .hasMessageContaining("no reply within the command timeout of 1000 ms"));
+            assertThat(failures.stream().map(e -> ((LockServiceException) e).lockName()).distinct().count())
+                    .as("each failure names its own lock").isEqualTo(50);
+            scriptCalls(); // answered once the pause ends, after the paused calls (or with them)
+            sleep(Duration.ofMillis(300));
+            assertThat(scriptCalls() - callsBefore).as("script calls that carried the 50 acquires").isLessThan(25);
+            return null;
+        });
+    }
+
+    /** A request that waited longer than the command timeout for a call fails without being sent. */
+    @Test
+    void aRequestThatWaitedLongerThanTheCommandTimeoutFailsUnsent() {
+        withStore(Duration.ofMillis(300), timing -> {
+            admin.clientPause(1_500);
+            List<Throwable> failures = failures(timing, 0, 50).collectList().block(Duration.ofSeconds(30));
+            assertThat(failures).hasSize(50).allSatisfy(e -> assertThat(e).isInstanceOf(LockServiceException.class));
+            List<Throwable> unsent = failures.stream().filter(timing::neverSent).toList();
+            assertThat(unsent).as("requests that waited behind the calls in flight").hasSizeGreaterThanOrEqualTo(50 - ScriptBatcher.MAX_IN_FLIGHT)
+                    .allSatisfy(e -> assertThat(e).hasMessageContaining("waited longer than the command timeout of 300 ms"));
+            assertThat(failures.stream().filter(e -> !timing.neverSent(e)))
+                    .allSatisfy(e -> assertThat(e).hasMessageContaining("no reply within the command timeout of 300 ms"));
+            return null;
+        });
+    }
+
+    private <T> T withStore(Duration commandTimeout, java.util.function.Function<RedisLeaseStore, T> body) {
         ClientSettings quick = ClientSettings.of("it-" + UUID.randomUUID() + ":", Duration.ofSeconds(30), null,
-                Duration.ofSeconds(30), Duration.ofMillis(300), null);
+                Duration.ofSeconds(30), commandTimeout, null);
         RedisLeaseStore timing = RedisLeaseStore.open(new RedisTarget.Server(RedisURI.create(redisUri)), quick, ReplicaAcks.NONE);
         try {
             timing.ping().block(Duration.ofSeconds(5));
-            admin.clientPause(1_500);
-            List<Throwable> failures = Flux.range(0, 50)
-                    .flatMap(i -> timing.acquire("paused-" + i, "owner-" + i, 10_000, 0)
-                            .then(Mono.<Throwable>empty())
-                            .onErrorResume(e -> Mono.just(e)), 50)
-                    .collectList()
-                    .block(Duration.ofSeconds(30));
-            assertThat(failures).hasSize(50).allSatisfy(e -> assertThat(e).isInstanceOf(LockServiceException.class)
-                    .hasMessageContaining("no reply within the command timeout of 300 ms"));
-            assertThat(failures.stream().map(e -> ((LockServiceException) e).lockName()).distinct().count())
-                    .as("each failure names its own lock").isEqualTo(50);
+            return body.apply(timing);
         } finally {
             timing.close().block(Duration.ofSeconds(10));
             quick.scheduler().dispose();
         }
+    }
+
+    private static Flux<Throwable> failures(RedisLeaseStore store, int from, int count) {
+        return Flux.range(from, count)
+                .flatMap(i -> store.acquire("paused-" + i, "owner-" + i, 10_000, 0)
+                        .then(Mono.<Throwable>empty())
+                        .onErrorResume(e -> Mono.just(e)), count);
+    }
+
+    /** A token counter that holds something other than a number counts as 0 (the next token is still minted). */
+    @Test
+    void aCounterThatIsNotANumberCountsAsZero() {
+        String lock = "garbled-" + UUID.randomUUID();
+        admin.set(new KeyLayout(settings.keyPrefix()).fenceKey(lock), "not-a-number");
+        AcquireReply reply = store.acquire(lock, "a", 10_000, 0).block(Duration.ofSeconds(5));
+        assertThat(reply).isNotNull();
+        assertThat(reply.acquired()).isTrue();
+        assertThat(reply.token()).isPositive();
+    }
+
+    /** A key of another type fails the acquire and the release of its own lock, not those it shared a call with. */
+    @Test
+    void aKeyOfAnotherTypeFailsOnlyItsOwnLock() {
+        KeyLayout layout = new KeyLayout(settings.keyPrefix());
+        String run = UUID.randomUUID().toString();
+        int locks = 60;
+        int bad = 40;
+        admin.lpush(layout.lockKey("typed-" + bad + run), "a list, not a lock");
+        List<Object> acquired = Flux.range(0, locks)
+                .flatMapSequential(i -> store.acquire("typed-" + i + run, "owner-" + i, 10_000, 0)
+                        .<Object>map(reply -> reply)
+                        .onErrorResume(e -> Mono.just(e)), locks)
+                .collectList()
+                .block(Duration.ofSeconds(30));
+        List<Object> released = Flux.range(0, locks)
+                .flatMapSequential(i -> store.release("typed-" + i + run, "owner-" + i,
+                                acquired.get(i) instanceof AcquireReply reply ? reply.token() : 1L)
+                        .<Object>map(deleted -> deleted)
+                        .onErrorResume(e -> Mono.just(e)), locks)
+                .collectList()
+                .block(Duration.ofSeconds(30));
+        for (int i = 0; i < locks; i++) {
+            if (i == bad) {
+                for (Object failure : List.of(acquired.get(i), released.get(i))) {
+                    assertThat(failure).isInstanceOf(LockServiceException.class);
+                    assertThat(((LockServiceException) failure).lockName()).isEqualTo("typed-" + bad + run);
+                    assertThat(((LockServiceException) failure).getMessage()).contains("Redis answered with an error", "WRONGTYPE");
+                }
+            } else {
+                assertThat(acquired.get(i)).as("acquire %d", i).isInstanceOfSatisfying(AcquireReply.class,
+                        reply -> assertThat(reply.acquired()).isTrue());
+                assertThat(released.get(i)).as("release %d", i).isEqualTo(true);
+            }
+        }
+    }
+
+    /** Acquires {@code locks} locks and releases each once it is held, all at once, and checks every reply. */
+    static void acquireAndReleaseAtOnce(RedisLeaseStore store, String prefix, int locks) {
+        List<Boolean> released = Flux.range(0, locks)
+                .flatMap(i -> store.acquire(prefix + i, "owner-" + i, 10_000, 0)
+                        .flatMap(reply -> store.release(prefix + i, "owner-" + i, reply.token())), locks)
+                .collectList()
+                .block(Duration.ofSeconds(30));
+        assertThat(released).hasSize(locks).containsOnly(true);
     }
 
     private long scriptCalls() {
