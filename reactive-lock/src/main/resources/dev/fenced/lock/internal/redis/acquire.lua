@@ -22,26 +22,37 @@ if ARGV[1] == '1' then
 end
 local released = 0
 
-local function acquire(i)
+-- Lock i found taken: a retried acquire of the same owner keeps its token and refreshes the lease; another
+-- owner's lock answers its remaining time.
+local function taken(lock, owner, lease, current)
+  local mine = owner .. ':'
+  if string.sub(current, 1, #mine) == mine then
+    local token = tonumber(string.sub(current, #mine + 1))
+    if not token then
+      error('the lock holds ' .. current .. ', not owner:token')
+    end
+    redis.call('PEXPIRE', lock, lease)
+    return 1, token
+  end
+  return 0, redis.call('PTTL', lock)
+end
+
+-- Whether lock i holds the lease a hand-off releases (only lock 1 of a call may be handed off).
+local function handedOff(i, current)
+  return i == 1 and ARGV[2] ~= '' and current == ARGV[2] .. ':' .. ARGV[3]
+end
+
+-- Reads the lock, then mints the token from the counter: four commands for a free lock.
+local function readingFirst(i)
   local lock, counter = KEYS[2 * i - 1], KEYS[2 * i]
   local owner, lease = ARGV[3 * i + 1], ARGV[3 * i + 2]
   local current = redis.call('GET', lock)
-  if i == 1 and ARGV[2] ~= '' and current == ARGV[2] .. ':' .. ARGV[3] then
+  if handedOff(i, current) then
     released = 1
     current = false
   end
   if current then
-    local mine = owner .. ':'
-    if string.sub(current, 1, #mine) == mine then
-      -- A retried acquire of the same owner: keep its token, refresh the lease.
-      local token = tonumber(string.sub(current, #mine + 1))
-      if not token then
-        error('the lock holds ' .. current .. ', not owner:token')
-      end
-      redis.call('PEXPIRE', lock, lease)
-      return 1, token
-    end
-    return 0, redis.call('PTTL', lock)
+    return taken(lock, owner, lease, current)
   end
   -- A floor is a token storage has seen that this counter may no longer know of (data loss): move past it.
   -- A counter that is not a number counts as 0.
@@ -54,6 +65,36 @@ local function acquire(i)
   redis.call('SET', counter, value)
   redis.call('SET', lock, owner .. ':' .. value, 'PX', lease)
   return 1, token
+end
+
+-- Server-time tokens on Redis 7 and later: mints the token first, then sets the lock only if it is free
+-- (SET NX GET), two commands for a free lock. A lock found taken has moved its counter up to the server time,
+-- which every later token exceeds anyway: the counter only bounds tokens from below.
+local function mintingFirst(i)
+  local lock, counter = KEYS[2 * i - 1], KEYS[2 * i]
+  local owner, lease = ARGV[3 * i + 1], ARGV[3 * i + 2]
+  local token = math.max(tonumber(ARGV[3 * i + 3]) + 1, now)
+  local old = tonumber(redis.call('SET', counter, string.format('%d', token), 'GET') or '0') or 0
+  if old >= token then
+    token = old + 1
+    redis.call('SET', counter, string.format('%d', token))
+  end
+  local value = owner .. ':' .. string.format('%d', token)
+  local current = redis.call('SET', lock, value, 'NX', 'PX', lease, 'GET')
+  if not current then
+    return 1, token
+  end
+  if handedOff(i, current) then
+    released = 1
+    redis.call('SET', lock, value, 'PX', lease)
+    return 1, token
+  end
+  return taken(lock, owner, lease, current)
+end
+
+local acquire = readingFirst
+if now and redis.REDIS_VERSION_NUM and redis.REDIS_VERSION_NUM >= 0x070000 then
+  acquire = mintingFirst
 end
 
 local result = {}
