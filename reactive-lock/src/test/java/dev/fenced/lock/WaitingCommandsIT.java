@@ -27,6 +27,9 @@ class WaitingCommandsIT {
                         .leaseTime(Duration.ofSeconds(1)).maxWait(BOUND).build()) {
             FencedLease holder = holderClient.acquire("busy").block(BOUND);
             assertThat(holder).isNotNull();
+            // The waiter client's connection opens before the waiters start: a first attempt that waits for the
+            // connect could be sent after a later one's, which would then join the line first.
+            waiterClient.acquire("warm-up").flatMap(FencedLease::release).block(BOUND);
             List<CompletableFuture<FencedLease>> waiting = new ArrayList<>();
             for (int i = 0; i < 20; i++) {
                 waiting.add(waiterClient.acquire("busy").toFuture());

@@ -27,15 +27,16 @@ import reactor.core.publisher.MonoSink;
  * <p>When to send:
  * <ul>
  *   <li>At most {@link #MAX_IN_FLIGHT} calls of this kind are in flight; requests made meanwhile wait, and leave
- *       together as soon as a call answers, {@link #MIN_BATCH} to {@link #MAX_BATCH} a call (more when more
- *       wait). Below that bound a request made off an event loop leaves at once: one acquire at a time pays
- *       nothing for batching.</li>
+ *       together as soon as a call answers: up to {@link #BATCH} a call, more (an eighth of those waiting, up
+ *       to {@link #MAX_BATCH}) when more than {@code 8 × 16} wait. Below that bound a request made off an event
+ *       loop leaves at once: one acquire at a time pays nothing for batching.</li>
  *   <li>A request made on a Netty I/O event loop (the callbacks of Lettuce's replies run there) leaves at the end
  *       of that thread's current turn, with every other request the turn made: the replies that one read decodes
  *       answer many requests, whose next commands go out as one call. Each thread keeps its own turn: a request
- *       never waits for another thread's.</li>
- *   <li>A request that waited longer than the command timeout for a call fails without being sent (nothing ran
- *       on Redis: no undo needed), so no request waits longer than it would for its reply.</li>
+ *       never waits for another thread's. So code on an event loop must never block waiting for a lock command
+ *       it made there (blocking an event loop is wrong anyway: Reactor Netty and Lettuce forbid it).</li>
+ *   <li>A request that has waited longer than the command timeout when a call could take it fails without being
+ *       sent (nothing ran on Redis: no undo needed); one that leaves then has the command timeout for its reply.</li>
  *   <li>A server that refuses a call whose keys span hash slots ({@code CROSSSLOT}: a proxy or a sharded service
  *       behind one address) gets every request alone from then on; the refused call ran nothing.</li>
  * </ul>
@@ -49,12 +50,12 @@ import reactor.core.publisher.MonoSink;
 final class ScriptBatcher<R, T> {
 
     /**
-     * The fewest requests a call carries when more wait. Small enough that 64 requests in flight make several
-     * calls, which overlap: while Redis runs one, the client handles the replies of another (one call of 64 leaves
-     * both sides idle in turn, and ran slower than one call per request); large enough that a call's own cost is
-     * shared.
+     * The most requests a call carries while at most {@code MAX_IN_FLIGHT × BATCH} wait. Small enough that 64
+     * requests in flight make several calls, which overlap: while Redis runs one, the client handles the replies of
+     * another (one call of 64 leaves both sides idle in turn, and ran slower than one call per request); large
+     * enough that a call's own cost is shared.
      */
-    static final int MIN_BATCH = 16;
+    static final int BATCH = 16;
 
     /** The most requests one call carries: a call of this many holds Redis for about a millisecond. */
     static final int MAX_BATCH = 256;
@@ -143,9 +144,36 @@ final class ScriptBatcher<R, T> {
         if (drainsAsked.getAndIncrement() != 0) {
             return;
         }
+        Throwable thrown = null;
         do {
-            drainOnce();
+            try {
+                drainOnce();
+            } catch (Throwable e) {
+                // Keep draining what the other asks are owed; report the first failure once done.
+                thrown = first(thrown, e);
+            }
         } while (drainsAsked.decrementAndGet() != 0);
+        rethrow(thrown);
+    }
+
+    private static Throwable first(@Nullable Throwable first, Throwable next) {
+        if (first == null) {
+            return next;
+        }
+        first.addSuppressed(next);
+        return first;
+    }
+
+    private static void rethrow(@Nullable Throwable thrown) {
+        if (thrown instanceof RuntimeException e) {
+            throw e;
+        }
+        if (thrown instanceof Error e) {
+            throw e;
+        }
+        if (thrown != null) {
+            throw new IllegalStateException(thrown);
+        }
     }
 
     private void drainOnce() {
@@ -157,7 +185,7 @@ final class ScriptBatcher<R, T> {
             if (!inFlight.compareAndSet(calls, calls + 1)) {
                 continue;
             }
-            int size = Math.max(MIN_BATCH, Math.min(MAX_BATCH, (waitingCount.get() + MAX_IN_FLIGHT - 1) / MAX_IN_FLIGHT));
+            int size = Math.max(BATCH, Math.min(MAX_BATCH, (waitingCount.get() + MAX_IN_FLIGHT - 1) / MAX_IN_FLIGHT));
             List<Pending<R, T>> batch = new ArrayList<>(Math.max(1, Math.min(size, waitingCount.get())));
             long now = System.nanoTime();
             Pending<R, T> next;
@@ -277,21 +305,34 @@ final class ScriptBatcher<R, T> {
                     + batch.size() + " requests"));
             return;
         }
+        Throwable thrown = null;
         for (int i = 0; i < batch.size(); i++) {
             Pending<R, T> pending = batch.get(i);
             Reply<T> reply = replies.get(i);
-            if (reply.error() != null) {
-                pending.sink.error(classify.apply(reply.error(), pending.request));
-            } else {
-                pending.sink.success(reply.value());
+            try {
+                if (reply.error() != null) {
+                    pending.sink.error(classify.apply(reply.error(), pending.request));
+                } else {
+                    pending.sink.success(reply.value());
+                }
+            } catch (Throwable e) {
+                // Every other request of the call still gets its answer.
+                thrown = first(thrown, e);
             }
         }
+        rethrow(thrown);
     }
 
     private void fail(List<Pending<R, T>> batch, Throwable error) {
+        Throwable thrown = null;
         for (Pending<R, T> pending : batch) {
-            pending.sink.error(classify.apply(error, pending.request));
+            try {
+                pending.sink.error(classify.apply(error, pending.request));
+            } catch (Throwable e) {
+                thrown = first(thrown, e);
+            }
         }
+        rethrow(thrown);
     }
 
     private void finished() {
@@ -333,22 +374,16 @@ final class ScriptBatcher<R, T> {
             // A drain may add a batcher again (a reply that arrives inline): take a copy first.
             List<ScriptBatcher<?, ?>> due = new ArrayList<>(batchers);
             batchers.clear();
-            RuntimeException first = null;
+            Throwable thrown = null;
             for (ScriptBatcher<?, ?> batcher : due) {
                 try {
                     batcher.drain();
-                } catch (RuntimeException e) {
+                } catch (Throwable e) {
                     // Every batcher drains, whatever one of them threw.
-                    if (first == null) {
-                        first = e;
-                    } else {
-                        first.addSuppressed(e);
-                    }
+                    thrown = first(thrown, e);
                 }
             }
-            if (first != null) {
-                throw first;
-            }
+            rethrow(thrown);
         }
     }
 }
