@@ -122,6 +122,9 @@ final class Report {
         List<String> columns = new ArrayList<>();
         peers.forEach(peer -> columns.add(peer + " pairs/s"));
         peers.subList(1, peers.size()).forEach(peer -> columns.add("Fenced / " + shortName(peer)));
+        if (out.length() > 0 && !out.toString().endsWith("\n\n")) {
+            out.append('\n');
+        }
         out.append("## Uncontended acquire + release pairs (").append(names).append(")\n\n");
         header(out, columns);
         for (List<Workloads.Uncontended> row : uncontended) {
