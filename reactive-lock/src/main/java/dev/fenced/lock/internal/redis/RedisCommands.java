@@ -9,6 +9,7 @@ import io.lettuce.core.cluster.api.reactive.RedisClusterReactiveCommands;
 import java.time.Duration;
 import java.util.List;
 import java.util.function.Function;
+import java.util.function.Supplier;
 import org.jspecify.annotations.Nullable;
 import reactor.core.publisher.Mono;
 import reactor.core.scheduler.Scheduler;
@@ -44,10 +45,16 @@ final class RedisCommands {
         return connectTimeout;
     }
 
-    /** A script whose MULTI reply is a list of integers. */
-    Mono<List<Long>> evalList(LuaScript script, String[] scriptKeys, String[] args, String name, String operation) {
+    /**
+     * A script whose MULTI reply is a list (of integers, or of integers and error texts), its arguments made when
+     * the command runs, once connected (whether a cluster has sharded pub/sub is known only then). An empty reply
+     * is the empty list.
+     */
+    <T> Mono<List<T>> evalList(LuaScript script, String[] scriptKeys, Supplier<String[]> args, String name,
+            String operation) {
         // A MULTI reply arrives as one element: the whole array.
-        return command(name, operation, r -> RedisCommands.<List<Long>>eval(r, script, ScriptOutputType.MULTI, scriptKeys, args))
+        return command(name, operation,
+                        r -> RedisCommands.<List<T>>eval(r, script, ScriptOutputType.MULTI, scriptKeys, args.get()))
                 .defaultIfEmpty(List.of());
     }
 

@@ -83,13 +83,11 @@ public final class RedisLeaseStore implements LeaseStore {
         Duration timeout = settings.commandTimeout();
         this.acquires = oneServer && !acks.required()
                 ? new ScriptBatcher<>(this::acquireAlone, this::acquireTogether,
-                        (e, r) -> commands.classify(e, r.name(), "acquire"),
-                        r -> commands.classify(new RedisErrors.WaitedTooLongException(timeout), r.name(), "acquire"), timeout)
+                        (e, r) -> commands.classify(e, r.name(), "acquire"), timeout)
                 : null;
         this.releases = oneServer
                 ? new ScriptBatcher<>(this::releaseAlone, this::releaseTogether,
-                        (e, r) -> commands.classify(e, r.name(), "release"),
-                        r -> commands.classify(new RedisErrors.WaitedTooLongException(timeout), r.name(), "release"), timeout)
+                        (e, r) -> commands.classify(e, r.name(), "release"), timeout)
                 : null;
     }
 
@@ -139,7 +137,8 @@ public final class RedisLeaseStore implements LeaseStore {
 
     private Mono<AcquireReply> acquireAlone(AcquireRequest request) {
         List<AcquireRequest> one = List.of(request);
-        return evalAlone(acquireScript, acquireKeys(one), () -> acquireArgs(one, "", ""), request.name(), "acquire")
+        return commands.<Object>evalList(acquireScript, acquireKeys(one), () -> acquireArgs(one, "", ""), request.name(),
+                        "acquire")
                 .map(list -> alone(acquireReplies(list, 1).get(0), request.name(), "acquire"));
     }
 
@@ -147,17 +146,6 @@ public final class RedisLeaseStore implements LeaseStore {
     private Mono<List<ScriptBatcher.Reply<AcquireReply>>> acquireTogether(List<AcquireRequest> requests) {
         return evalTogether(acquireScript, acquireKeys(requests), acquireArgs(requests, "", ""))
                 .map(list -> acquireReplies(list, requests.size()));
-    }
-
-    /**
-     * A script call for one lock on the command connection, its arguments made once connected (whether the server
-     * has sharded pub/sub is known only then).
-     */
-    private Mono<List<Object>> evalAlone(LuaScript script, String[] scriptKeys, java.util.function.Supplier<String[]> args,
-            String name, String operation) {
-        return commands.command(name, operation,
-                r -> RedisCommands.<List<Object>>eval(r, script, ScriptOutputType.MULTI, scriptKeys, args.get()))
-                .defaultIfEmpty(List.of());
     }
 
     /** One call of a script for several locks, on the open connection; failures unclassified. */
@@ -238,7 +226,7 @@ public final class RedisLeaseStore implements LeaseStore {
         }
         List<AcquireRequest> next = List.of(new AcquireRequest(name, nextOwner, leaseMillis, floor));
         String[] args = acquireArgs(next, owner, Long.toString(token));
-        return evalAlone(acquireScript, acquireKeys(next), () -> args, name, "release")
+        return commands.<Object>evalList(acquireScript, acquireKeys(next), () -> args, name, "release")
                 .flatMap(reply -> {
                     AcquireReply nextReply = alone(acquireReplies(reply, 1).get(0), name, "release");
                     boolean released = Long.valueOf(1L).equals(reply.get(2));
@@ -264,7 +252,8 @@ public final class RedisLeaseStore implements LeaseStore {
 
     private Mono<Boolean> releaseAlone(ReleaseRequest request) {
         List<ReleaseRequest> one = List.of(request);
-        return evalAlone(releaseScript, releaseKeys(one), () -> releaseArgs(one), request.name(), "release")
+        return commands.<Object>evalList(releaseScript, releaseKeys(one), () -> releaseArgs(one), request.name(),
+                        "release")
                 .map(list -> alone(releaseReplies(list, 1).get(0), request.name(), "release"));
     }
 

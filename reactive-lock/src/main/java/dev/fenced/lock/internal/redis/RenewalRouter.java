@@ -108,7 +108,7 @@ final class RenewalRouter {
             args[3 * i + 2] = keys.lockKey(r.name());
         }
         String[] scriptKeys = {args[2]};
-        return commands.evalList(renewOnNodeScript, scriptKeys, args, "", "renew " + batch.size() + " lease(s)")
+        return commands.<Long>evalList(renewOnNodeScript, scriptKeys, () -> args, "", "renew " + batch.size() + " lease(s)")
                 .flatMap(reply -> {
                     List<Integer> missing = new ArrayList<>();
                     for (int i = 0; i < batch.size(); i++) {
@@ -161,7 +161,7 @@ final class RenewalRouter {
             args[2 * i + 1] = r.owner() + ":" + r.token();
         }
         String what = batch.size() == 1 ? leases.get(batch.get(0)).name() : "";
-        return commands.evalList(renewScript, scriptKeys, args, what, "renew " + batch.size() + " lease(s)")
+        return commands.<Long>evalList(renewScript, scriptKeys, () -> args, what, "renew " + batch.size() + " lease(s)")
                 .map(reply -> {
                     List<Boolean> held = new ArrayList<>(reply.size());
                     for (Long r : reply) {

@@ -11,8 +11,10 @@ import java.util.concurrent.ConcurrentLinkedQueue;
 import java.util.concurrent.RejectedExecutionException;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicInteger;
+import java.util.function.BiConsumer;
 import java.util.function.BiFunction;
 import java.util.function.Function;
+import java.util.function.Supplier;
 import org.jspecify.annotations.Nullable;
 import reactor.core.publisher.Mono;
 import reactor.core.publisher.MonoSink;
@@ -69,7 +71,7 @@ final class ScriptBatcher<R, T> {
     private final Function<R, Mono<T>> one;
     private final Function<List<R>, Mono<List<Reply<T>>>> many;
     private final BiFunction<Throwable, R, Throwable> classify;
-    private final Function<R, Throwable> waitedTooLong;
+    private final Duration commandTimeout;
     private final long timeoutNanos;
     private final Queue<Pending<R, T>> waiting = new ConcurrentLinkedQueue<>();
     private final AtomicInteger waitingCount = new AtomicInteger();
@@ -82,16 +84,16 @@ final class ScriptBatcher<R, T> {
      * @param many sends several requests in one call, or fails with a
      *     {@link RedisErrors.NotConnectedException} when the connection is not open; replies in the requests' order,
      *     call failures unclassified
-     * @param classify a failure of a call of {@code many}, as the given request reports it
-     * @param waitedTooLong the failure of a request that waited longer than the command timeout for a call
+     * @param classify a failure as the given request reports it: of a call of {@code many}, of one lock in it,
+     *     or a {@link RedisErrors.WaitedTooLongException}
      * @param commandTimeout the command timeout
      */
     ScriptBatcher(Function<R, Mono<T>> one, Function<List<R>, Mono<List<Reply<T>>>> many,
-            BiFunction<Throwable, R, Throwable> classify, Function<R, Throwable> waitedTooLong, Duration commandTimeout) {
+            BiFunction<Throwable, R, Throwable> classify, Duration commandTimeout) {
         this.one = one;
         this.many = many;
         this.classify = classify;
-        this.waitedTooLong = waitedTooLong;
+        this.commandTimeout = commandTimeout;
         this.timeoutNanos = commandTimeout.toNanos();
     }
 
@@ -114,7 +116,10 @@ final class ScriptBatcher<R, T> {
     }
 
     /**
-     * Sends a request, alone or with others. Cold: the request waits for its call once subscribed.
+     * Sends a request, alone or with others. Cold: the request waits for its call once subscribed. Cancelling
+     * does not take it back (see the class comment). The reply, or the request's own failure (classified for it),
+     * is signalled on the thread that receives the call's answer: a Lettuce I/O thread, or the thread a timeout
+     * fires on; a request that waited too long fails on the thread that would have sent it.
      *
      * @param request the request
      * @return its reply
@@ -192,7 +197,8 @@ final class ScriptBatcher<R, T> {
             while (batch.size() < size && (next = waiting.poll()) != null) {
                 waitingCount.decrementAndGet();
                 if (now - next.queuedAt > timeoutNanos) {
-                    next.sink.error(waitedTooLong.apply(next.request));
+                    next.sink.error(classify.apply(new RedisErrors.WaitedTooLongException(commandTimeout),
+                            next.request));
                 } else {
                     batch.add(next);
                 }
@@ -213,44 +219,21 @@ final class ScriptBatcher<R, T> {
     private void sendAlone(List<Pending<R, T>> batch) {
         AtomicInteger unanswered = new AtomicInteger(batch.size());
         for (Pending<R, T> pending : batch) {
-            Mono<T> reply;
-            try {
-                reply = one.apply(pending.request);
-            } catch (RuntimeException e) {
-                reply = Mono.error(e);
-            }
-            AtomicBoolean answered = new AtomicBoolean();
-            reply.subscribe(value -> {
-                if (answered.compareAndSet(false, true)) {
-                    try {
+            call(() -> one.apply(pending.request), (value, error) -> {
+                try {
+                    if (error != null) {
+                        pending.sink.error(error);
+                    } else if (value != null) {
                         pending.sink.success(value);
-                    } finally {
-                        answered(unanswered);
-                    }
-                }
-            }, e -> {
-                if (answered.compareAndSet(false, true)) {
-                    try {
-                        pending.sink.error(e);
-                    } finally {
-                        answered(unanswered);
-                    }
-                }
-            }, () -> {
-                if (answered.compareAndSet(false, true)) {
-                    try {
+                    } else {
                         pending.sink.success();
-                    } finally {
-                        answered(unanswered);
+                    }
+                } finally {
+                    if (unanswered.decrementAndGet() == 0) {
+                        finished();
                     }
                 }
             });
-        }
-    }
-
-    private void answered(AtomicInteger unanswered) {
-        if (unanswered.decrementAndGet() == 0) {
-            finished();
         }
     }
 
@@ -259,42 +242,50 @@ final class ScriptBatcher<R, T> {
         for (Pending<R, T> pending : batch) {
             requests.add(pending.request);
         }
-        Mono<List<Reply<T>>> replies;
+        call(() -> many.apply(requests), (replies, error) -> {
+            if (error != null && RedisErrors.crossSlot(error)) {
+                // Refused before it ran: this server takes one slot a call. Send each alone, now and from now on.
+                alone = true;
+                sendAlone(batch);
+                return;
+            }
+            try {
+                if (error != null) {
+                    fail(batch, error);
+                } else if (replies == null) {
+                    fail(batch, new IllegalStateException("a batched lock script answered nothing"));
+                } else {
+                    answer(batch, replies);
+                }
+            } finally {
+                finished();
+            }
+        });
+    }
+
+    /**
+     * Makes one call and hands its outcome to {@code outcome} exactly once: its value, or its error, or neither
+     * when it completes empty. A call that throws instead of returning a Mono has that error as its outcome.
+     */
+    private static <X> void call(Supplier<Mono<X>> send, BiConsumer<@Nullable X, @Nullable Throwable> outcome) {
+        Mono<X> reply;
         try {
-            replies = many.apply(requests);
+            reply = send.get();
         } catch (RuntimeException e) {
-            replies = Mono.error(e);
+            reply = Mono.error(e);
         }
         AtomicBoolean answered = new AtomicBoolean();
-        replies.subscribe(list -> {
+        reply.subscribe(value -> {
             if (answered.compareAndSet(false, true)) {
-                try {
-                    answer(batch, list);
-                } finally {
-                    finished();
-                }
+                outcome.accept(value, null);
             }
-        }, e -> {
+        }, error -> {
             if (answered.compareAndSet(false, true)) {
-                if (RedisErrors.crossSlot(e)) {
-                    // Refused before it ran: this server takes one slot a call. Send each alone, now and from now on.
-                    alone = true;
-                    sendAlone(batch);
-                    return;
-                }
-                try {
-                    fail(batch, e);
-                } finally {
-                    finished();
-                }
+                outcome.accept(null, error);
             }
         }, () -> {
             if (answered.compareAndSet(false, true)) {
-                try {
-                    fail(batch, new IllegalStateException("a batched lock script answered nothing"));
-                } finally {
-                    finished();
-                }
+                outcome.accept(null, null);
             }
         });
     }

@@ -160,7 +160,6 @@ class RedisLeaseStoreIT extends LeaseStoreContract {
             scriptCalls(); // answered once the pause ends, after the paused calls (or with them)
             sleep(Duration.ofMillis(300));
             assertThat(scriptCalls() - callsBefore).as("script calls that carried the 50 acquires").isLessThan(25);
-            return null;
         });
     }
 
@@ -176,17 +175,17 @@ class RedisLeaseStoreIT extends LeaseStoreContract {
                     .allSatisfy(e -> assertThat(e).hasMessageContaining("waited longer than the command timeout of 300 ms"));
             assertThat(failures.stream().filter(e -> !timing.neverSent(e)))
                     .allSatisfy(e -> assertThat(e).hasMessageContaining("no reply within the command timeout of 300 ms"));
-            return null;
         });
     }
 
-    private <T> T withStore(Duration commandTimeout, java.util.function.Function<RedisLeaseStore, T> body) {
+    /** Runs {@code body} on a store of its own with the given command timeout, closed afterwards. */
+    private void withStore(Duration commandTimeout, java.util.function.Consumer<RedisLeaseStore> body) {
         ClientSettings quick = ClientSettings.of("it-" + UUID.randomUUID() + ":", Duration.ofSeconds(30), null,
                 Duration.ofSeconds(30), commandTimeout, null);
         RedisLeaseStore timing = RedisLeaseStore.open(new RedisTarget.Server(RedisURI.create(redisUri)), quick, ReplicaAcks.NONE);
         try {
             timing.ping().block(Duration.ofSeconds(5));
-            return body.apply(timing);
+            body.accept(timing);
         } finally {
             timing.close().block(Duration.ofSeconds(10));
             quick.scheduler().dispose();

@@ -37,7 +37,6 @@ class ScriptBatcherTest {
                 return Mono.just(replies);
             },
             (error, request) -> new IllegalArgumentException(request + ": " + error.getMessage(), error),
-            request -> new IllegalStateException(request + " waited too long"),
             Duration.ofSeconds(5));
 
     @AfterEach
