@@ -31,7 +31,11 @@ import org.slf4j.LoggerFactory;
  *       {@link #resetAll()} moves the current ones);</li>
  *   <li>{@link #delayReplies(long)} holds every chunk the target sends for a while before relaying it;</li>
  *   <li>{@link #resetAfterRequestContaining(String, int)} resets a connection once the target answered a
- *       request containing a marker, before the client reads the reply: the command ran, its reply is lost.</li>
+ *       request containing a marker, before the client reads the reply: the command ran, its reply is lost;</li>
+ *   <li>{@link #holdRequestContaining(String)} makes one connection silent from the request containing a
+ *       marker on (the request is not relayed), the others relaying as before, until {@link #resume()};</li>
+ *   <li>{@link #markRequestContaining(String)} and {@link #resetMarked()} reset the one connection that
+ *       relayed a request containing a marker, later: while the target still works on it, say.</li>
  * </ul>
  * A connection whose target cannot be reached is reset too. The proxy uses blocking I/O on daemon
  * threads (one to accept, two per connection), fine for tests and unsuitable for anything else.
@@ -59,6 +63,10 @@ public final class TcpProxy implements AutoCloseable {
     private volatile String requestMarker = "";
     private final AtomicInteger armedResets = new AtomicInteger();
     private final AtomicInteger resetsFired = new AtomicInteger();
+    private volatile String holdMarker = "";
+    private final AtomicInteger armedHolds = new AtomicInteger();
+    private volatile String resetMarker = "";
+    private final AtomicInteger armedMarks = new AtomicInteger();
     private volatile boolean closed;
 
     private TcpProxy(Target target, ServerSocket listener) {
@@ -110,10 +118,14 @@ public final class TcpProxy implements AutoCloseable {
         LOG.info("Proxy on port {} holds all traffic", port());
     }
 
-    /** Relays again, first delivering in order whatever was held since {@link #blackhole()}. Idempotent. */
+    /**
+     * Relays again, first delivering in order whatever was held since {@link #blackhole()} or on a connection
+     * that {@link #holdRequestContaining(String)} made silent. Idempotent.
+     */
     public void resume() {
         synchronized (gate) {
             blackholed = false;
+            connections.forEach(c -> c.held = false);
             gate.notifyAll();
         }
         LOG.info("Proxy on port {} relays traffic again", port());
@@ -170,6 +182,50 @@ public final class TcpProxy implements AutoCloseable {
         Objects.requireNonNull(marker, "marker");
         requestMarker = marker;
         armedResets.set(count);
+    }
+
+    /**
+     * Arms the proxy: the next connection whose request contains {@code marker} (read as ISO-8859-1 within one
+     * chunk) holds that request and all later traffic in both directions, without closing anything, until
+     * {@link #resume()}: one silent connection among live ones, as a half-dead pooled connection is. Other
+     * connections are not touched.
+     */
+    public void holdRequestContaining(String marker) {
+        Objects.requireNonNull(marker, "marker");
+        holdMarker = marker;
+        armedHolds.set(1);
+    }
+
+    /** How many connections {@link #holdRequestContaining(String)} holds now. */
+    public int heldConnections() {
+        return (int) connections.stream().filter(c -> c.held).count();
+    }
+
+    /**
+     * Arms the proxy: the next connection whose request contains {@code marker} (read as ISO-8859-1 within one
+     * chunk) is marked, and relays as before, until {@link #resetMarked()}.
+     */
+    public void markRequestContaining(String marker) {
+        Objects.requireNonNull(marker, "marker");
+        resetMarker = marker;
+        armedMarks.set(1);
+    }
+
+    /**
+     * Aborts the connections marked by {@link #markRequestContaining(String)}, as {@link #resetAll()} does.
+     *
+     * @return how many were reset
+     */
+    public int resetMarked() {
+        int count = 0;
+        for (Connection connection : connections) {
+            if (connection.marked) {
+                connection.abort();
+                count++;
+            }
+        }
+        LOG.info("Proxy on port {} reset {} marked connection(s)", port(), count);
+        return count;
     }
 
     /** How many connections {@link #resetAfterRequestContaining(String, int)} has reset so far. */
@@ -244,7 +300,7 @@ public final class TcpProxy implements AutoCloseable {
      */
     private boolean awaitRelaying(Connection connection) {
         synchronized (gate) {
-            while (blackholed && !connection.aborted && !closed) {
+            while ((blackholed || connection.held) && !connection.aborted && !closed) {
                 try {
                     gate.wait();
                 } catch (InterruptedException e) {
@@ -298,6 +354,9 @@ public final class TcpProxy implements AutoCloseable {
         private volatile @Nullable Socket target;
         private volatile boolean aborted;
         private volatile boolean dropNextReply;
+        // Set by holdRequestContaining (cleared by resume) and markRequestContaining.
+        private volatile boolean held;
+        private volatile boolean marked;
         // Directions that reached end of stream; at two, both sockets are closed in order.
         private final AtomicInteger finishedDirections = new AtomicInteger();
 
@@ -347,6 +406,9 @@ public final class TcpProxy implements AutoCloseable {
                 OutputStream out = to.getOutputStream();
                 while (true) {
                     int read = in.read(buffer);
+                    if (!reply && read > 0) {
+                        watchForHoldAndMark(buffer, read);
+                    }
                     if (!awaitRelaying(this)) {
                         return;
                     }
@@ -379,6 +441,23 @@ public final class TcpProxy implements AutoCloseable {
                     && new String(buffer, 0, read, StandardCharsets.ISO_8859_1).contains(marker)
                     && armedResets.getAndDecrement() > 0) {
                 dropNextReply = true;
+            }
+        }
+
+        /** Holds or marks this connection if the request chunk holds an armed marker. */
+        private void watchForHoldAndMark(byte[] buffer, int read) {
+            if (armedHolds.get() <= 0 && armedMarks.get() <= 0) {
+                return;
+            }
+            String chunk = new String(buffer, 0, read, StandardCharsets.ISO_8859_1);
+            String hold = holdMarker;
+            if (!hold.isEmpty() && chunk.contains(hold) && armedHolds.getAndDecrement() > 0) {
+                held = true;
+                LOG.info("Proxy on port {} holds connection {} from a request containing '{}'", port(), id, hold);
+            }
+            String mark = resetMarker;
+            if (!mark.isEmpty() && chunk.contains(mark) && armedMarks.getAndDecrement() > 0) {
+                marked = true;
             }
         }
 

@@ -114,6 +114,18 @@ public interface LeaseStore {
     }
 
     /**
+     * How long after an acquire failed without a reply (a timeout, a reset) it may still take the lock in the
+     * server: the undo of such an acquire goes on for this long after the failure, and does not stop at its
+     * first "nothing held". Zero when an undo that got a reply comes after anything the acquire could still do
+     * (on Redis the undo follows the acquire on the same connection, and a server runs one command at a time).
+     *
+     * @return the window, zero or more
+     */
+    default java.time.Duration lateGrantWindow() {
+        return java.time.Duration.ZERO;
+    }
+
+    /**
      * Whether the calling thread is one of the store's I/O threads, where nothing may block.
      *
      * @return whether it is

@@ -22,7 +22,11 @@ import reactor.util.Loggers;
  * undo could hold its lock (otherwise one lost reply would block the name for a whole lease). They are
  * coalesced per name: one retry loop per name releases every pending owner of that name together, and at
  * most {@value #MAX_PENDING_PER_NAME} owners wait per name (the rest expire with their lease). A command that
- * never left (not connected, connect failure, client closed) took nothing and needs no undo at all. Thread-safe:
+ * never left (not connected, connect failure, client closed) took nothing and needs no undo at all. An acquire
+ * that failed without a reply may still take the lock for a while in some stores (a PostgreSQL statement waiting
+ * on a row lock outlives its reset connection): its undo is repeated until the store's
+ * {@link LeaseStore#lateGrantWindow()} has passed since the failure, not only until its first "nothing held".
+ * Thread-safe:
  * the pending owners are guarded by the monitor.
  */
 final class Undos {
@@ -34,6 +38,8 @@ final class Undos {
 
     private static final Duration FIRST_BACKOFF = Duration.ofMillis(20);
     private static final Duration MAX_BACKOFF = Duration.ofSeconds(1);
+    /** The longest pause between two undos of an acquire that may still take effect: how long a late grant can hold. */
+    private static final Duration MAX_SETTLE_BACKOFF = Duration.ofMillis(200);
 
     private final LeaseRuntime runtime;
     private final java.util.function.BooleanSupplier closed;
@@ -73,7 +79,9 @@ final class Undos {
                 log.debug("Too many undos pending for lock '{}'; the acquire by {} expires with its lease", name, owner);
                 return;
             }
-            owners.add(new Pending(owner, token, runtime.now() + TimeUnit.MILLISECONDS.toNanos(leaseMillis)));
+            long now = runtime.now();
+            long settledAt = failure == null ? now : now + runtime.store().lateGrantWindow().toNanos();
+            owners.add(new Pending(owner, token, now + TimeUnit.MILLISECONDS.toNanos(leaseMillis), settledAt));
         }
         if (startLoop) {
             runtime.inFlight().track(loop(name, FIRST_BACKOFF)).subscribe();
@@ -98,19 +106,25 @@ final class Undos {
                     .flatMap(p -> runtime.store().release(name, p.owner, p.token)
                             .doOnNext(deleted -> log.debug("Undid abandoned acquire of lock '{}' by {}: {}", name, p.owner,
                                     deleted ? "released" : "nothing held"))
-                            .then(Mono.<Pending>empty())
+                            // Answered, but the acquire may still take effect: ask again until it cannot (or the
+                            // client closes, which then releases once more and waits for nothing longer).
+                            .flatMap(deleted -> p.settledAt - runtime.now() > 0 && !closed.getAsBoolean()
+                                    ? Mono.just(p.unsettled()) : Mono.<Pending>empty())
                             .onErrorResume(e -> e instanceof LockServiceException && !closed.getAsBoolean()
                                     ? Mono.just(p) : Mono.empty()))
                     .collectList()
-                    .flatMap(failed -> {
-                        if (!failed.isEmpty()) {
+                    .flatMap(again -> {
+                        if (!again.isEmpty()) {
                             synchronized (this) {
-                                pending.computeIfAbsent(name, n -> new ArrayList<>()).addAll(failed);
+                                pending.computeIfAbsent(name, n -> new ArrayList<>()).addAll(again);
                             }
                         }
-                        Duration next = backoff.multipliedBy(2).compareTo(MAX_BACKOFF) > 0 ? MAX_BACKOFF : backoff.multipliedBy(2);
-                        return failed.isEmpty() ? loop(name, backoff)
-                                : Mono.delay(backoff, runtime.scheduler()).then(loop(name, next));
+                        boolean failed = again.stream().anyMatch(p -> !p.answered);
+                        Duration cap = failed ? MAX_BACKOFF : MAX_SETTLE_BACKOFF;
+                        Duration pause = backoff.compareTo(cap) > 0 ? cap : backoff;
+                        Duration next = pause.multipliedBy(2).compareTo(cap) > 0 ? cap : pause.multipliedBy(2);
+                        return again.isEmpty() ? loop(name, backoff)
+                                : Mono.delay(pause, runtime.scheduler()).then(loop(name, next));
                     });
         }).onErrorResume(e -> {
             log.debug("Undo of lock '{}' stopped: {}", name, e.toString());
@@ -121,7 +135,18 @@ final class Undos {
         });
     }
 
-    /** One owner to undo, until its lease would have ended. */
-    private record Pending(String owner, @Nullable Long token, long until) {
+    /**
+     * One owner to undo, until its lease would have ended; its acquire may take effect until {@code settledAt};
+     * {@code answered} once an undo of it got a reply.
+     */
+    private record Pending(String owner, @Nullable Long token, long until, long settledAt, boolean answered) {
+
+        Pending(String owner, @Nullable Long token, long until, long settledAt) {
+            this(owner, token, until, settledAt, false);
+        }
+
+        Pending unsettled() {
+            return new Pending(owner, token, until, settledAt, true);
+        }
     }
 }

@@ -8,6 +8,9 @@ import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.function.Function;
 import reactor.core.publisher.Mono;
 import reactor.core.scheduler.Scheduler;
+import reactor.util.Logger;
+import reactor.util.Loggers;
+import reactor.util.retry.Retry;
 
 /**
  * Running one lease statement: the one path of every statement of a {@link PostgresLeaseStore}. Takes a
@@ -16,6 +19,11 @@ import reactor.core.scheduler.Scheduler;
  * failures in one place ({@link PostgresErrors}). Thread-safe.
  */
 final class PostgresCommands {
+
+    private static final Logger log = Loggers.getLogger(PostgresCommands.class);
+
+    /** How often a statement that failed to serialize is run again at once. */
+    static final int SERIALIZATION_RETRIES = 3;
 
     private final ConnectionFactory connectionFactory;
     private final Duration commandTimeout;
@@ -56,7 +64,10 @@ final class PostgresCommands {
     }
 
     /**
-     * Runs {@code body} on a connection of its own, then closes (gives back) the connection.
+     * Runs a renewal, a release or a ping on a connection of its own, then closes (gives back) the connection.
+     * A failure is signalled at once: whatever cleaning up a failed statement needs (a cancel, a wait for it)
+     * goes on in the background, so that a renewal that met a silent connection is retried on another one
+     * before its lease runs out, and the timing check of {@code build()} counts the command timeout alone.
      *
      * @param name the lock concerned, or the empty string
      * @param operation what is attempted, for errors
@@ -65,26 +76,62 @@ final class PostgresCommands {
      * @return the reply
      */
     <T> Mono<T> run(String name, String operation, Function<Connection, Mono<T>> body) {
-        return Mono.usingWhen(connect(), c -> body.apply(c).timeout(commandTimeout, scheduler), Connection::close,
-                        this::giveBackAfterError, Connection::close)
+        return run(name, operation, false, body);
+    }
+
+    /**
+     * Runs an acquire as {@link #run} does, except that a failure is signalled only once the statement was
+     * asked to stop in the database (a cancel request on any failure after it was sent) and, where its own
+     * connection still answers, once it has ended: the undo that follows then finds what the acquire took.
+     *
+     * @param name the lock concerned
+     * @param body the statement
+     * @param <T> the reply type
+     * @return the reply
+     */
+    <T> Mono<T> runAcquire(String name, Function<Connection, Mono<T>> body) {
+        return run(name, "acquire", true, body);
+    }
+
+    private <T> Mono<T> run(String name, String operation, boolean settle, Function<Connection, Mono<T>> body) {
+        return Mono.usingWhen(connect(), c -> body.apply(c).timeout(commandTimeout, scheduler), PostgresCommands::giveBack,
+                        (c, error) -> settle ? afterFailure(c, error)
+                                : Mono.fromRunnable(() -> afterFailure(c, error).subscribe()),
+                        PostgresCommands::giveBack)
+                // A serialization failure (40001, at a pool default of REPEATABLE READ or SERIALIZABLE) undid the
+                // whole one-statement transaction: running it again, with a new snapshot, is always safe.
+                .retryWhen(Retry.max(SERIALIZATION_RETRIES).filter(PostgresErrors::serializationFailure)
+                        .onRetryExhaustedThrow((spec, signal) -> signal.failure()))
                 .onErrorMap(e -> PostgresErrors.classify(e, name, operation, commandTimeout, table));
     }
 
     /**
-     * A statement that timed out may still run in the database (waiting for a row lock, say) and take effect
-     * later: an acquire that commits after its caller gave up would grant the lock to an owner nobody knows,
-     * and the undo sent meanwhile would have found nothing to undo. So before the connection goes back to the
-     * pool, the statement is cancelled in the database, and a trivial statement on the same connection waits
-     * until the cancelled one has ended (on r2dbc-postgresql; another driver's connection is just given back).
+     * A statement that failed without an answer from the database (a timeout, a reset, an I/O error) may still
+     * run there, waiting for a row lock, say: PostgreSQL notices a dead client only when it next writes to it.
+     * An acquire that commits after its caller gave up would grant the lock to an owner nobody knows. So the
+     * statement is cancelled in the database (a cancel request goes on a connection of its own, so a reset one
+     * does not stop it) and, after a timeout, a trivial statement on the same connection waits until the
+     * cancelled one has ended before the connection goes back to the pool: a cancel that arrived later would
+     * hit the next statement of whoever has the connection then. A connection that does not answer that either
+     * is closed rather than given back. Never fails: the statement's own error is the one that counts.
      */
-    private Mono<Void> giveBackAfterError(Connection connection, Throwable error) {
-        if (!(error instanceof java.util.concurrent.TimeoutException) || !RunningStatements.CANCELLABLE) {
-            return Mono.from(connection.close());
+    private Mono<Void> afterFailure(Connection connection, Throwable error) {
+        if (PostgresErrors.answered(error) || !RunningStatements.CANCELLABLE) {
+            return giveBack(connection);
         }
-        return RunningStatements.cancel(connection)
-                .timeout(connectTimeout, scheduler)
-                .onErrorResume(e -> Mono.empty())
-                .then(Mono.from(connection.close()));
+        Mono<Void> stop = error instanceof java.util.concurrent.TimeoutException
+                ? RunningStatements.cancelAndAwait(connection) : RunningStatements.cancelOnly(connection);
+        return stop.timeout(connectTimeout, scheduler)
+                .onErrorResume(e -> {
+                    log.debug("Could not settle a failed lease statement ({}): {}", error.toString(), e.toString());
+                    return RunningStatements.closeUnderlying(connection);
+                })
+                .then(giveBack(connection));
+    }
+
+    /** Closes (gives back) a connection; a connection that fails to close is gone anyway. */
+    private static Mono<Void> giveBack(Connection connection) {
+        return Mono.defer(() -> Mono.from(connection.close())).onErrorResume(e -> Mono.empty());
     }
 
     /** Refuses every later statement. */

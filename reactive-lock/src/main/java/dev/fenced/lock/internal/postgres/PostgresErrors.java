@@ -11,6 +11,12 @@ final class PostgresErrors {
 
     /** SQLSTATE undefined_table. */
     private static final String UNDEFINED_TABLE = "42P01";
+    /** SQLSTATE class connection_exception, which the driver also reports for resets and I/O errors. */
+    private static final String CONNECTION_EXCEPTION_CLASS = "08";
+    /** SQLSTATE serialization_failure. */
+    private static final String SERIALIZATION_FAILURE = "40001";
+    /** SQLSTATE lock_not_available: a lock wait outlasted the statement's {@code lock_timeout}. */
+    private static final String LOCK_NOT_AVAILABLE = "55P03";
 
     private PostgresErrors() {
     }
@@ -34,6 +40,9 @@ final class PostgresErrors {
             detail = "cannot connect to PostgreSQL (" + error.getMessage() + ")";
         } else if (error instanceof TimeoutException) {
             detail = "no reply within the command timeout of " + timeout.toMillis() + " ms";
+        } else if (lost(error)) {
+            detail = "the connection to PostgreSQL was lost (" + (error instanceof R2dbcException sql && sql.getSqlState() != null
+                    ? "[" + sql.getSqlState() + "] " : error.getClass().getSimpleName() + ": ") + error.getMessage() + ")";
         } else if (error instanceof R2dbcException sql && UNDEFINED_TABLE.equals(sql.getSqlState())) {
             detail = "the lease table " + table + " does not exist (create it with PostgresLeaseTable.create)";
         } else if (error instanceof R2dbcException sql) {
@@ -55,6 +64,64 @@ final class PostgresErrors {
     static boolean neverSent(Throwable error) {
         Throwable cause = error instanceof LockServiceException && error.getCause() != null ? error.getCause() : error;
         return cause instanceof NotConnectedException;
+    }
+
+    /**
+     * Whether the database answered the statement with an error: it has ended there and changed nothing, so
+     * there is nothing to cancel. A failure without a SQLSTATE, or of class 08 (a reset, an I/O error, a closed
+     * connection: the driver reports 08006), is not an answer.
+     *
+     * @param error a failure, classified or not
+     * @return whether the database answered
+     */
+    static boolean answered(Throwable error) {
+        String state = sqlState(error);
+        return state != null && !state.startsWith(CONNECTION_EXCEPTION_CLASS);
+    }
+
+    /**
+     * Whether a statement failed to serialize (at {@code REPEATABLE READ} or {@code SERIALIZABLE}): its
+     * transaction, this one statement, was rolled back.
+     *
+     * @param error a failure, classified or not
+     * @return whether it is SQLSTATE 40001
+     */
+    static boolean serializationFailure(Throwable error) {
+        return SERIALIZATION_FAILURE.equals(sqlState(error));
+    }
+
+    /**
+     * Whether an acquire that failed so took nothing because the lock's row was taken by another session for
+     * longer than it may wait, or changed under it each time it ran: the lock is busy, for a time nobody knows.
+     *
+     * @param error a failure of an acquire, classified or not
+     * @return whether it is SQLSTATE 40001 (after the retries) or 55P03
+     */
+    static boolean busy(Throwable error) {
+        String state = sqlState(error);
+        return SERIALIZATION_FAILURE.equals(state) || LOCK_NOT_AVAILABLE.equals(state);
+    }
+
+    private static @org.jspecify.annotations.Nullable String sqlState(Throwable error) {
+        Throwable cause = error instanceof LockServiceException && error.getCause() != null ? error.getCause() : error;
+        return cause instanceof R2dbcException sql ? sql.getSqlState() : null;
+    }
+
+    /**
+     * A failure of the connection rather than of the statement: SQLSTATE class 08 (the driver's 08006 on a
+     * reset or an I/O error), or an I/O error below.
+     */
+    private static boolean lost(Throwable error) {
+        String state = sqlState(error);
+        if (state != null) {
+            return state.startsWith(CONNECTION_EXCEPTION_CLASS);
+        }
+        for (Throwable t = error; t != null; t = t.getCause() == t ? null : t.getCause()) {
+            if (t instanceof java.io.IOException) {
+                return true;
+            }
+        }
+        return false;
     }
 
     /** A statement that never left: no connection could be had for it, or the store was closed. */

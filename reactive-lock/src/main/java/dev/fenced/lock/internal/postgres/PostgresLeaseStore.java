@@ -34,6 +34,10 @@ public final class PostgresLeaseStore implements LeaseStore {
     private final String renewSql;
     private final String releaseSql;
     private final String channel;
+    private final long commandTimeoutMillis;
+
+    /** What {@link #lateGrantWindow()} adds to the command timeout. */
+    private static final java.time.Duration LATE_COMMIT_MARGIN = java.time.Duration.ofSeconds(1);
 
     private PostgresLeaseStore(ConnectionFactory connectionFactory, String table, ClientSettings settings) {
         this.keys = new KeyLayout(settings.keyPrefix());
@@ -42,6 +46,7 @@ public final class PostgresLeaseStore implements LeaseStore {
         // Timeouts fire on the loss scheduler: the errors they raise reach application code, never the renewal thread.
         this.commands = new PostgresCommands(connectionFactory, settings.commandTimeout(), settings.lossScheduler(), quoted);
         this.notifications = new ReleaseNotifications(commands, keys, settings.scheduler(), channel);
+        this.commandTimeoutMillis = Math.max(1, settings.commandTimeout().toMillis());
         this.acquireSql = acquireSql(quoted, settings.tokenScheme() == TokenScheme.SERVER_TIME);
         this.renewSql = "UPDATE " + quoted + " AS l SET expires_at = clock_timestamp() + r.ms * interval '1 millisecond'"
                 + " FROM unnest($1::text[], $2::text[], $3::bigint[], $4::bigint[]) WITH ORDINALITY AS r(lock_id, owner, token, ms, i)"
@@ -68,17 +73,36 @@ public final class PostgresLeaseStore implements LeaseStore {
      * non-key columns, never wait for it. The grant then also counts as a key update, so a check under
      * {@code REPEATABLE READ} whose snapshot predates it fails to serialize instead of passing on the old row
      * (r2dbc-fencing's {@code LeaseCheckIT} shows all three).
+     *
+     * <p>The statement bounds itself, by the database's clock, so that an acquire whose client gave up (a
+     * timeout, a reset that the backend, waiting on a row lock, does not notice) cannot grant the lock later:
+     * <ul>
+     *   <li>the grant's {@code WHERE} also requires {@code clock_timestamp()} to be less than the command
+     *       timeout ({@code $5} ms) after {@code statement_timestamp()}, when the database received the
+     *       statement. {@code ON CONFLICT … WHERE} is evaluated once the row is locked, after any wait for it,
+     *       so a statement that waited longer than that updates nothing. This is the bound, whatever the wait;</li>
+     *   <li>{@code set_config('lock_timeout', $5, true)}, evaluated with {@code now} before the row is inserted
+     *       or locked, makes every lock wait of this one-statement transaction end with SQLSTATE 55P03 after
+     *       the command timeout (a wait for another acquire's insert of a new row included), so the backend
+     *       does not linger behind a long transaction. {@code statement_timeout} would not do: it is read when
+     *       the statement starts, and a {@code SET LOCAL} before it would cost a round trip and a transaction
+     *       block. The setting ends with the statement's transaction.</li>
+     * </ul>
+     * A commit follows the grant at once, so the grant takes effect within about one command timeout after the
+     * database received the statement; the client keeps undoing a failed acquire for that long
+     * ({@link #lateGrantWindow()}).
      */
     private static String acquireSql(String table, boolean serverTime) {
         String firstToken = serverTime ? "GREATEST($4 + 1, (extract(epoch FROM now.t) * 1000000)::bigint)" : "$4 + 1";
-        return "WITH now AS (SELECT clock_timestamp() AS t),"
+        return "WITH now AS (SELECT clock_timestamp() AS t, set_config('lock_timeout', $5::bigint::text, true) AS lt),"
                 + " granted AS (INSERT INTO " + table + " AS l (lock_id, owner, token, expires_at)"
                 + " SELECT $1, $2, " + firstToken + ", now.t + $3 * interval '1 millisecond' FROM now"
                 + " ON CONFLICT (lock_id) DO UPDATE SET lock_id = EXCLUDED.lock_id, owner = EXCLUDED.owner,"
                 + " expires_at = EXCLUDED.expires_at,"
                 + " token = CASE WHEN l.owner = EXCLUDED.owner AND l.expires_at > clock_timestamp() THEN l.token"
                 + " ELSE GREATEST(l.token + 1, EXCLUDED.token) END"
-                + " WHERE l.owner IS NULL OR l.expires_at <= clock_timestamp() OR l.owner = EXCLUDED.owner"
+                + " WHERE (l.owner IS NULL OR l.expires_at <= clock_timestamp() OR l.owner = EXCLUDED.owner)"
+                + " AND clock_timestamp() < statement_timestamp() + $5::bigint * interval '1 millisecond'"
                 + " RETURNING l.token)"
                 + " SELECT true AS acquired, token, 0::bigint AS ttl FROM granted"
                 + " UNION ALL SELECT false, 0::bigint, GREATEST(1, ceil(extract(epoch FROM (h.expires_at - now.t)) * 1000))::bigint"
@@ -111,14 +135,29 @@ public final class PostgresLeaseStore implements LeaseStore {
     @Override
     public Mono<AcquireReply> acquire(String name, String owner, long leaseMillis, long floor) {
         String lockId = keys.lockKey(name);
-        return commands.run(name, "acquire", c -> rows(c.createStatement(acquireSql)
-                        .bind(0, lockId).bind(1, owner).bind(2, leaseMillis).bind(3, floor),
+        return commands.runAcquire(name, c -> rows(c.createStatement(acquireSql)
+                        .bind(0, lockId).bind(1, owner).bind(2, leaseMillis).bind(3, floor).bind(4, commandTimeoutMillis),
                         r -> r.map((row, meta) -> Boolean.TRUE.equals(row.get("acquired", Boolean.class))
                                 ? AcquireReply.acquired(longOf(row.get("token", Long.class)))
                                 : AcquireReply.busy(longOf(row.get("ttl", Long.class)))))
                         .next()
                         // Lost the race for a new lock to an acquire that our statement's snapshot does not show.
-                        .defaultIfEmpty(AcquireReply.busy(-1)));
+                        .defaultIfEmpty(AcquireReply.busy(-1)))
+                // The row changed under the statement each time it ran (40001 at REPEATABLE READ or SERIALIZABLE,
+                // a hand-over in progress), or stayed locked past its lock_timeout (a lease check's transaction):
+                // it took nothing and the lock is busy. A waiting acquire waits on.
+                .onErrorResume(PostgresErrors::busy, e -> Mono.just(AcquireReply.busy(-1)));
+    }
+
+    /**
+     * The command timeout, plus a second for the commit that follows a grant and for the clocks' rates: the
+     * statement cannot grant later than one command timeout after the database received it, and the database
+     * received it before the client saw it fail (a request that a reset connection had not delivered is lost
+     * with it).
+     */
+    @Override
+    public java.time.Duration lateGrantWindow() {
+        return commands.commandTimeout().plus(LATE_COMMIT_MARGIN);
     }
 
     @Override

@@ -27,7 +27,7 @@ final class RunningStatements {
      * @param connection the connection, possibly a pool's wrapper
      * @return completion once the connection is free again
      */
-    static Mono<Void> cancel(Connection connection) {
+    static Mono<Void> cancelAndAwait(Connection connection) {
         PostgresqlConnection postgres = unwrap(connection);
         if (postgres == null) {
             return Mono.empty();
@@ -36,6 +36,32 @@ final class RunningStatements {
                 .then(Flux.from(connection.createStatement("SELECT 1").execute())
                         .flatMap(result -> result.map((row, meta) -> 1))
                         .then());
+    }
+
+    /**
+     * Asks the database to cancel what runs on {@code connection}, whose own channel may be gone (a reset): the
+     * request goes on a connection of its own, with the backend's key from the handshake. Does nothing on a
+     * connection that is not r2dbc-postgresql's.
+     *
+     * @param connection the connection, possibly a pool's wrapper
+     * @return completion once the request was delivered
+     */
+    static Mono<Void> cancelOnly(Connection connection) {
+        PostgresqlConnection postgres = unwrap(connection);
+        return postgres == null ? Mono.empty() : postgres.cancelRequest();
+    }
+
+    /**
+     * Closes the driver's connection under a pool's wrapper, so that the pool drops it instead of lending it
+     * again (a connection that did not answer may answer the next borrower with the old statement's reply).
+     *
+     * @param connection the connection, possibly a pool's wrapper
+     * @return completion, never an error
+     */
+    static Mono<Void> closeUnderlying(Connection connection) {
+        PostgresqlConnection postgres = unwrap(connection);
+        return postgres == null || postgres == connection ? Mono.empty()
+                : Mono.from(postgres.close()).onErrorResume(e -> Mono.empty());
     }
 
     private static @Nullable PostgresqlConnection unwrap(Object connection) {

@@ -1,0 +1,313 @@
+package dev.fenced.lock.internal.postgres;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import dev.fenced.lock.AcquireOptions;
+import dev.fenced.lock.FencedLease;
+import dev.fenced.lock.FencedLockClient;
+import dev.fenced.lock.FencedLockClientBuilder;
+import dev.fenced.lock.LockServiceException;
+import dev.fenced.lock.PostgresLeaseTable;
+import dev.fenced.lock.ReleaseOutcome;
+import dev.fenced.lock.internal.ClientSettings;
+import dev.fenced.lock.internal.LeaseStore.AcquireReply;
+import dev.fenced.testservices.PostgresServer;
+import dev.fenced.testservices.PostgresServerExtension;
+import dev.fenced.testservices.TcpProxy;
+import io.r2dbc.pool.ConnectionPool;
+import io.r2dbc.pool.ConnectionPoolConfiguration;
+import io.r2dbc.postgresql.PostgresqlConnectionConfiguration;
+import io.r2dbc.postgresql.PostgresqlConnectionFactory;
+import io.r2dbc.spi.Connection;
+import io.r2dbc.spi.ConnectionFactories;
+import io.r2dbc.spi.ConnectionFactory;
+import io.r2dbc.spi.Statement;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.Collections;
+import java.util.List;
+import java.util.Map;
+import java.util.UUID;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.locks.LockSupport;
+import java.util.function.BooleanSupplier;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.BeforeEach;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.extension.ExtendWith;
+import reactor.core.publisher.Flux;
+import reactor.core.publisher.Mono;
+import reactor.test.StepVerifier;
+
+/**
+ * The PostgreSQL store at its edges, against the real database and a proxy that cuts or silences one
+ * connection: a reset while an acquire waits on a row lock, a silent pooled connection under a short lease, a
+ * pool whose default isolation is {@code REPEATABLE READ} or {@code SERIALIZABLE}. Each case asserts what the
+ * database holds afterwards, not how long anything took.
+ */
+@ExtendWith(PostgresServerExtension.class)
+class PostgresStoreFaultsIT {
+
+    private static final Duration BOUND = Duration.ofSeconds(30);
+    /** A table of its own: its rows, channel and statements are this suite's alone. */
+    private static final String TABLE = "fenced_lease_faults_it";
+    private static final String WAITING_ACQUIRES = "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
+            + " AND query LIKE '%INSERT INTO \"" + TABLE + "\"%'";
+    private static final String RUNNING_ACQUIRES = "SELECT count(*) FROM pg_stat_activity WHERE state = 'active'"
+            + " AND pid <> pg_backend_pid() AND query LIKE '%INSERT INTO \"" + TABLE + "\"%'";
+
+    private PostgresServer postgres;
+    private ConnectionPool direct;
+    private TcpProxy proxy;
+    private String prefix;
+    private final List<AutoCloseable> closing = new ArrayList<>();
+
+    @BeforeEach
+    void setUp(PostgresServer server) {
+        postgres = server;
+        direct = new ConnectionPool(ConnectionPoolConfiguration.builder(ConnectionFactories.get(server.r2dbcUrl()))
+                .maxSize(4).build());
+        PostgresLeaseTable.named(TABLE).create(direct).block(BOUND);
+        proxy = TcpProxy.start(server.host(), server.port());
+        prefix = "faults-" + UUID.randomUUID() + ":";
+    }
+
+    @AfterEach
+    void tearDown() throws Exception {
+        proxy.resume();
+        Collections.reverse(closing);
+        for (AutoCloseable c : closing) {
+            c.close();
+        }
+        proxy.close();
+        direct.disposeLater().block(BOUND);
+    }
+
+    /** A pool of {@code size} connections through the proxy, whose sessions default to {@code isolation}. */
+    private ConnectionPool proxiedPool(int size, String isolation) {
+        PostgresqlConnectionConfiguration.Builder config = PostgresqlConnectionConfiguration.builder()
+                .host(proxy.host()).port(proxy.port()).database(postgres.database()).username(postgres.username())
+                .options(Map.of("default_transaction_isolation", isolation));
+        if (!postgres.password().isEmpty()) {
+            config.password(postgres.password());
+        }
+        ConnectionPool pool = new ConnectionPool(ConnectionPoolConfiguration.builder(new PostgresqlConnectionFactory(config.build()))
+                .initialSize(size).maxSize(size).build());
+        closing.add(() -> pool.disposeLater().block(BOUND));
+        pool.warmup().block(BOUND);
+        return pool;
+    }
+
+    /** A store over a pool of two connections through the proxy, with the given command timeout. */
+    private PostgresLeaseStore proxiedStore(Duration commandTimeout) {
+        ConnectionPool pool = proxiedPool(2, "read committed");
+        ClientSettings settings = ClientSettings.of(prefix, Duration.ofSeconds(30), null, Duration.ofSeconds(30),
+                commandTimeout, null);
+        closing.add(() -> settings.scheduler().dispose());
+        PostgresLeaseStore store = PostgresLeaseStore.open(pool, TABLE, settings);
+        closing.add(() -> store.close().block(BOUND));
+        return store;
+    }
+
+    private FencedLockClient client(ConnectionFactory pool, FencedLockClientBuilder builder) {
+        FencedLockClient client = builder.postgres(pool, PostgresLeaseTable.named(TABLE)).keyPrefix(prefix).build();
+        closing.add(client::close);
+        return client;
+    }
+
+    private String lockId(String name) {
+        return prefix + "{" + name + "}";
+    }
+
+    private <T> List<T> sql(String sql, Class<T> type, Object... args) {
+        return Flux.usingWhen(direct.create(), c -> {
+            Statement statement = c.createStatement(sql);
+            for (int i = 0; i < args.length; i++) {
+                statement.bind(i, args[i]);
+            }
+            return Flux.from(statement.execute()).concatMap(r -> r.map((row, meta) -> row.get(0, type)));
+        }, Connection::close).collectList().block(BOUND);
+    }
+
+    private long count(String sql, Object... args) {
+        return sql(sql, Long.class, args).get(0);
+    }
+
+    /** Polls {@code condition} on the test thread until it holds, for at most the bound. */
+    private static void await(String what, BooleanSupplier condition) {
+        long deadline = System.nanoTime() + BOUND.toNanos();
+        while (!condition.getAsBoolean()) {
+            assertThat(deadline - System.nanoTime()).as("still waiting for: " + what).isPositive();
+            LockSupport.parkNanos(TimeUnit.MILLISECONDS.toNanos(20));
+        }
+    }
+
+    /** Polls {@code condition} for at most {@code bound}; the caller asserts what it needs afterwards. */
+    private static void waitAtMost(Duration bound, BooleanSupplier condition) {
+        long deadline = System.nanoTime() + bound.toNanos();
+        while (!condition.getAsBoolean() && deadline - System.nanoTime() > 0) {
+            LockSupport.parkNanos(TimeUnit.MILLISECONDS.toNanos(20));
+        }
+    }
+
+    /** A lock whose row exists and is free, as after any release. */
+    private void freeRow(String name) {
+        try (FencedLockClient once = FencedLockClient.builder().postgres(direct, PostgresLeaseTable.named(TABLE))
+                .keyPrefix(prefix).build()) {
+            FencedLease lease = once.acquire(name).block(BOUND);
+            assertThat(lease).isNotNull();
+            assertThat(lease.release().block(BOUND)).isEqualTo(ReleaseOutcome.RELEASED);
+        }
+    }
+
+    /** A transaction on a connection of its own that holds the lock's row as r2dbc-fencing's lease check does. */
+    private Connection holdRowForKeyShare(String name) {
+        Connection blocker = Mono.from(direct.create()).block(BOUND);
+        closing.add(() -> Mono.from(blocker.close()).block(BOUND));
+        Mono.from(blocker.beginTransaction()).block(BOUND);
+        Flux.from(blocker.createStatement("SELECT token FROM " + TABLE + " WHERE lock_id = $1 FOR KEY SHARE")
+                .bind(0, lockId(name)).execute()).flatMap(r -> r.map((row, meta) -> 1)).blockLast(BOUND);
+        return blocker;
+    }
+
+    /**
+     * Gives a waiting acquire {@code settle} to leave its lock wait, ends the blocking transaction, lets whatever
+     * still runs finish, and asserts that {@code owner} was not granted the lock.
+     */
+    private void assertNoGrantOnceTheRowIsFree(Connection blocker, Duration settle, String name, String owner, String why) {
+        waitAtMost(settle, () -> count(WAITING_ACQUIRES) == 0);
+        Mono.from(blocker.commitTransaction()).block(BOUND);
+        waitAtMost(Duration.ofSeconds(10), () -> count(RUNNING_ACQUIRES) == 0);
+        assertThat(count("SELECT count(*) FROM " + TABLE + " WHERE lock_id = $1 AND owner = $2", lockId(name), owner))
+                .as(why).isZero();
+    }
+
+    private Throwable failureOf(CompletableFuture<?> future) throws Exception {
+        try {
+            future.get(BOUND.toSeconds(), TimeUnit.SECONDS);
+        } catch (ExecutionException e) {
+            return e.getCause();
+        }
+        throw new AssertionError("expected a failure, got " + future.get());
+    }
+
+    @Test
+    void anAcquireWhoseConnectionIsResetWhileItWaitsOnARowLockGrantsNothingAndNamesTheReset() throws Exception {
+        String name = "reset-waiting";
+        freeRow(name);
+        PostgresLeaseStore store = proxiedStore(Duration.ofSeconds(8));
+        Connection blocker = holdRowForKeyShare(name);
+        String ghost = "ghost-" + UUID.randomUUID();
+
+        proxy.markRequestContaining(ghost);
+        CompletableFuture<AcquireReply> acquire = store.acquire(name, ghost, 30_000, 0).toFuture();
+        await("the acquire waits on the row lock", () -> count(WAITING_ACQUIRES) == 1);
+        assertThat(proxy.resetMarked()).isEqualTo(1);
+
+        Throwable failure = failureOf(acquire);
+        assertThat(failure).isInstanceOf(LockServiceException.class)
+                .hasMessageStartingWith("Lock service failed to acquire for lock 'reset-waiting': the connection to PostgreSQL"
+                        + " was lost (")
+                .hasMessageNotContaining("Async resource cleanup");
+        // The backend of a reset connection goes on waiting unless the acquire was cancelled in the database.
+        assertNoGrantOnceTheRowIsFree(blocker, Duration.ofSeconds(5), name, ghost,
+                "the acquire whose connection was reset must not grant the lock once the row is free");
+    }
+
+    @Test
+    void aLateGrantOfAnAcquireWhoseCancelCouldNotBeSentIsUndone() throws Exception {
+        String name = "reset-uncancelled";
+        freeRow(name);
+        ConnectionPool pool = proxiedPool(4, "read committed");
+        FencedLockClient client = client(pool, FencedLockClient.builder().leaseTime(Duration.ofSeconds(60))
+                .commandTimeout(Duration.ofSeconds(8)));
+        Connection blocker = holdRowForKeyShare(name);
+
+        proxy.markRequestContaining(lockId(name));
+        CompletableFuture<FencedLease> acquire = client.tryAcquire(name).toFuture();
+        await("the acquire waits on the row lock", () -> count(WAITING_ACQUIRES) == 1);
+        // The cancel request needs a new connection: refused, so the statement lives on in the database.
+        proxy.refuseNew(true);
+        assertThat(proxy.resetMarked()).isEqualTo(1);
+        assertThat(failureOf(acquire)).isInstanceOf(LockServiceException.class);
+        // Give the undo time to run once on a pooled connection and find nothing (an ordering of the set-up, not
+        // an assertion): the statement still waits on the row, and is granted when the row is free.
+        LockSupport.parkNanos(TimeUnit.MILLISECONDS.toNanos(500));
+        Mono.from(blocker.commitTransaction()).block(BOUND);
+        proxy.refuseNew(false);
+
+        FencedLockClient rival = client(direct, FencedLockClient.builder());
+        await("the lock is free again", () -> {
+            FencedLease lease = rival.tryAcquire(name).block(BOUND);
+            return lease != null && lease.release().block(BOUND) == ReleaseOutcome.RELEASED;
+        });
+    }
+
+    @Test
+    void anAcquireThatWaitsOnARowLockLongerThanTheCommandTimeoutEndsInTheDatabase() throws Exception {
+        String name = "bounded-wait";
+        freeRow(name);
+        PostgresLeaseStore store = proxiedStore(Duration.ofSeconds(1));
+        Connection blocker = holdRowForKeyShare(name);
+        String ghost = "ghost-" + UUID.randomUUID();
+
+        CompletableFuture<AcquireReply> acquire = store.acquire(name, ghost, 30_000, 0).toFuture();
+        await("the acquire waits on the row lock", () -> count(WAITING_ACQUIRES) == 1);
+        // Nothing from the client reaches the database any more: no cancel, no close. The statement must end itself.
+        proxy.refuseNew(true);
+        proxy.blackhole();
+        assertThat(failureOf(acquire)).isInstanceOf(LockServiceException.class);
+        assertNoGrantOnceTheRowIsFree(blocker, Duration.ofSeconds(20), name, ghost,
+                "an acquire that waited past its command timeout must not grant the lock");
+    }
+
+    @Test
+    void aRenewalOnASilentPooledConnectionIsRetriedOnAnotherBeforeAShortLeaseRunsOut() {
+        String name = "silent-renewal";
+        ConnectionPool pool = proxiedPool(4, "read committed");
+        FencedLockClient client = client(pool, FencedLockClient.builder().leaseTime(Duration.ofSeconds(3)));
+        FencedLease lease = client.acquire(name).block(BOUND);
+        assertThat(lease).isNotNull();
+        String expiry = "SELECT (extract(epoch FROM expires_at) * 1000)::bigint FROM " + TABLE + " WHERE lock_id = $1";
+        long granted = sql(expiry, Long.class, lockId(name)).get(0);
+
+        // The next statement about this lock (its renewal) meets a connection that never answers.
+        proxy.holdRequestContaining(lockId(name));
+        await("the renewal is held", () -> proxy.heldConnections() == 1);
+        await("a renewal on another connection", () -> sql(expiry, Long.class, lockId(name)).get(0) > granted);
+        assertThat(lease.isHeld()).as("the lease survived the silent connection").isTrue();
+        StepVerifier.create(lease.release()).expectNext(ReleaseOutcome.RELEASED).expectComplete().verify(BOUND);
+    }
+
+    @Test
+    void contendedAcquiresAtRepeatableReadNeverFailAndKeepTheTokenOrder() {
+        contendedAcquiresNeverFail("repeatable read");
+    }
+
+    @Test
+    void contendedAcquiresAtSerializableNeverFailAndKeepTheTokenOrder() {
+        contendedAcquiresNeverFail("serializable");
+    }
+
+    /** Four clients take one lock in turns, hand-over after hand-over, through a pool of the given default isolation. */
+    private void contendedAcquiresNeverFail(String isolation) {
+        String name = "contended";
+        ConnectionPool pool = proxiedPool(8, isolation);
+        List<Long> tokens = Collections.synchronizedList(new ArrayList<>());
+        List<FencedLockClient> clients = new ArrayList<>();
+        for (int i = 0; i < 4; i++) {
+            clients.add(client(pool, FencedLockClient.builder().leaseTime(Duration.ofSeconds(10))));
+        }
+        AcquireOptions patient = AcquireOptions.defaults().withMaxWait(BOUND);
+        Flux.fromIterable(clients)
+                .flatMap(c -> Flux.range(0, 15).concatMap(i -> c.withLease(name, patient, lease -> Mono.fromRunnable(
+                        () -> tokens.add(lease.token())))))
+                .then()
+                .as(StepVerifier::create)
+                .expectComplete()
+                .verify(BOUND.multipliedBy(2));
+        assertThat(tokens).hasSize(60).isSorted().doesNotHaveDuplicates();
+    }
+}
