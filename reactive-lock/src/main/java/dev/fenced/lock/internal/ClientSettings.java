@@ -79,7 +79,9 @@ public record ClientSettings(
      * Describes why leases of {@code leaseNanos} renewed every {@code renewEveryNanos} would be lost: a renewal
      * sent at the end of its period may take the whole command timeout, and must still land before the
      * lease's local deadline (the lease time less the drift allowance). Otherwise every lease is lost at its
-     * first renewal.
+     * first renewal. The command timeout is all that a renewal waits before its failure is signalled and it is
+     * retried: on PostgreSQL getting a pooled connection shares it, and a cancel of a statement that timed out
+     * runs in the background.
      *
      * @param leaseNanos the lease time
      * @param renewEveryNanos the renewal period

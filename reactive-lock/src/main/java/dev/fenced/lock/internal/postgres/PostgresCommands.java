@@ -4,6 +4,7 @@ import dev.fenced.lock.internal.ClientSettings;
 import io.r2dbc.spi.Connection;
 import io.r2dbc.spi.ConnectionFactory;
 import java.time.Duration;
+import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.function.Function;
 import reactor.core.publisher.Mono;
@@ -24,6 +25,8 @@ final class PostgresCommands {
 
     /** How often a statement that failed to serialize is run again at once. */
     static final int SERIALIZATION_RETRIES = 3;
+    /** The least time a statement is given once it has a connection. */
+    private static final long MIN_STATEMENT_NANOS = TimeUnit.MILLISECONDS.toNanos(1);
 
     private final ConnectionFactory connectionFactory;
     private final Duration commandTimeout;
@@ -54,20 +57,25 @@ final class PostgresCommands {
 
     /** A connection of the factory within the connect timeout; a failure to get one means nothing was sent. */
     Mono<Connection> connect() {
+        return connect(connectTimeout);
+    }
+
+    private Mono<Connection> connect(Duration within) {
         return Mono.defer(() -> closed.get()
                         ? Mono.error(new PostgresErrors.NotConnectedException("the lock client is closed", null))
                         : Mono.<Connection>from(connectionFactory.create()))
-                .timeout(connectTimeout, scheduler)
+                .timeout(within, scheduler)
                 .onErrorMap(e -> !(e instanceof PostgresErrors.NotConnectedException), e -> new PostgresErrors.NotConnectedException(
                         e instanceof java.util.concurrent.TimeoutException
-                                ? "no connection within " + connectTimeout.toMillis() + " ms" : String.valueOf(e.getMessage()), e));
+                                ? "no connection within " + within.toMillis() + " ms" : String.valueOf(e.getMessage()), e));
     }
 
     /**
      * Runs a renewal, a release or a ping on a connection of its own, then closes (gives back) the connection.
      * A failure is signalled at once: whatever cleaning up a failed statement needs (a cancel, a wait for it)
      * goes on in the background, so that a renewal that met a silent connection is retried on another one
-     * before its lease runs out, and the timing check of {@code build()} counts the command timeout alone.
+     * before its lease runs out. Getting a connection and running the statement share one command timeout, so
+     * that the timing check of {@code build()}, which counts the command timeout, counts all a renewal waits.
      *
      * @param name the lock concerned, or the empty string
      * @param operation what is attempted, for errors
@@ -94,10 +102,21 @@ final class PostgresCommands {
     }
 
     private <T> Mono<T> run(String name, String operation, boolean settle, Function<Connection, Mono<T>> body) {
-        return Mono.usingWhen(connect(), c -> body.apply(c).timeout(commandTimeout, scheduler), PostgresCommands::giveBack,
-                        (c, error) -> settle ? afterFailure(c, error)
-                                : Mono.fromRunnable(() -> afterFailure(c, error).subscribe()),
-                        PostgresCommands::giveBack)
+        return Mono.defer(() -> {
+            if (settle) {
+                return Mono.usingWhen(connect(), c -> body.apply(c).timeout(commandTimeout, scheduler), PostgresCommands::giveBack,
+                        this::afterFailure, PostgresCommands::giveBack);
+            }
+            // All that a renewal waits, a connection from the pool included, stays within one command timeout:
+            // the only wait that build()'s timing check counts (ClientSettings.renewalProblem).
+            long start = scheduler.now(TimeUnit.NANOSECONDS);
+            return Mono.usingWhen(connect(commandTimeout),
+                    c -> body.apply(c).timeout(Duration.ofNanos(Math.max(MIN_STATEMENT_NANOS,
+                            commandTimeout.toNanos() - (scheduler.now(TimeUnit.NANOSECONDS) - start))), scheduler),
+                    PostgresCommands::giveBack,
+                    (c, error) -> Mono.fromRunnable(() -> afterFailure(c, error).subscribe()),
+                    PostgresCommands::giveBack);
+        })
                 // A serialization failure (40001, at a pool default of REPEATABLE READ or SERIALIZABLE) undid the
                 // whole one-statement transaction: running it again, with a new snapshot, is always safe.
                 .retryWhen(Retry.max(SERIALIZATION_RETRIES).filter(PostgresErrors::serializationFailure)
