@@ -7,6 +7,7 @@ import dev.fenced.testservices.RedisServer;
 import dev.fenced.testservices.RedisServerExtension;
 import dev.fenced.testservices.TcpProxy;
 import java.time.Duration;
+import java.util.List;
 import java.util.UUID;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.extension.ExtendWith;
@@ -65,6 +66,23 @@ class ClientCloseIT {
         try (FencedLockClient next = FencedLockClient.builder().redisUri(redis.uri()).keyPrefix(prefix).build()) {
             StepVerifier.create(next.tryAcquire("ticking").flatMap(FencedLease::release))
                     .as("no lease was left behind").expectNext(ReleaseOutcome.RELEASED).expectComplete().verify(BOUND);
+        }
+    }
+
+    @Test
+    void closeReleasesEveryHeldLeaseSoAnotherClientGetsItAtOnce(RedisServer redis) {
+        String prefix = "close-" + UUID.randomUUID() + ":";
+        FencedLockClient holder = FencedLockClient.builder().redisUri(redis.uri()).keyPrefix(prefix)
+                .leaseTime(Duration.ofSeconds(60)).build();
+        for (String name : List.of("held-a", "held-b")) {
+            assertThat(holder.acquire(name).block(BOUND)).isNotNull();
+        }
+        holder.close();
+        try (FencedLockClient next = FencedLockClient.builder().redisUri(redis.uri()).keyPrefix(prefix).build()) {
+            for (String name : List.of("held-a", "held-b")) {
+                StepVerifier.create(next.tryAcquire(name).flatMap(FencedLease::release))
+                        .as(name).expectNext(ReleaseOutcome.RELEASED).expectComplete().verify(BOUND);
+            }
         }
     }
 }

@@ -267,7 +267,10 @@ final class HeldLease implements FencedLease {
         if (!markLost(LossReason.CLIENT_CLOSED, State.HELD, null, Signal.INLINE)) {
             return Mono.empty();
         }
-        return releaseInStore().onErrorResume(e -> Mono.just(false)).then();
+        return releaseInStore().onErrorResume(e -> {
+            log.warn("Could not release lock '{}' token {} on close; it expires with its lease: {}", name, token, e.toString());
+            return Mono.just(false);
+        }).then();
     }
 
     /**

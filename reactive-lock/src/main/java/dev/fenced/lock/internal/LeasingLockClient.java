@@ -290,14 +290,16 @@ public final class LeasingLockClient implements FencedLockClient {
                 .then(runtime.inFlight().idle())
                 .timeout(bound, Schedulers.parallel())
                 .onErrorResume(e -> {
-                    log.warn("Lock commands still in flight after {} ms on close; closing anyway", bound.toMillis());
+                    log.warn("Lock commands still in flight after {} ms on close; closing anyway: {}", bound.toMillis(), e.toString());
                     return Mono.empty();
                 })
                 .then(Mono.fromRunnable(() -> registry.snapshot().forEach(HeldLease::settleOnClose)))
                 .then(Mono.fromRunnable(renewer::stop))
                 // Bounded apart: with the command timeout at most 5 s, close stays within CLOSE_WAIT in all.
-                .then(runtime.store().close().timeout(STORE_CLOSE_WAIT, Schedulers.parallel()).onErrorResume(e -> {
-                    log.warn("Closing the lock service connections did not finish within {} ms", STORE_CLOSE_WAIT.toMillis());
+                // Deferred: the store refuses statements once closed, and the releases above must run first.
+                .then(Mono.defer(() -> runtime.store().close()).timeout(STORE_CLOSE_WAIT, Schedulers.parallel()).onErrorResume(e -> {
+                    log.warn("Closing the lock service connections did not finish within {} ms: {}", STORE_CLOSE_WAIT.toMillis(),
+                            e.toString());
                     return Mono.empty();
                 }))
                 .then(Mono.fromRunnable(() -> {

@@ -557,6 +557,36 @@ class LeasingLockClientTest {
     }
 
     @Test
+    void closeReleasesHeldLeasesBeforeItClosesTheStore() {
+        AtomicBoolean storeClosed = new AtomicBoolean();
+        // A store that refuses every statement from the moment close() is called, as PostgreSQL's did.
+        CountingLeaseStore refusing = new CountingLeaseStore(memory) {
+            @Override
+            public Mono<Boolean> release(String name, String owner, @Nullable Long token) {
+                return Mono.defer(() -> storeClosed.get()
+                        ? Mono.error(LockServiceException.of(name, "release", "the lock client is closed", null))
+                        : super.release(name, owner, token));
+            }
+
+            @Override
+            public Mono<Void> close() {
+                storeClosed.set(true);
+                return Mono.empty();
+            }
+        };
+        LeasingLockClient closing = LeasingLockClient.create(refusing,
+                ClientSettings.of("test:", Duration.ofSeconds(3), null, Duration.ofSeconds(10), null, clock));
+        FencedLease lease = closing.acquire(LOCK).block(Duration.ofSeconds(1));
+        assertThat(lease).isNotNull();
+
+        closing.closeLater().block(Duration.ofSeconds(1));
+
+        assertThat(storeClosed).isTrue();
+        assertThat(memory.holder(LOCK)).as("released before the store closed").isEmpty();
+        assertThat(lossOf(lease).reason()).isEqualTo(LossReason.CLIENT_CLOSED);
+    }
+
+    @Test
     void closeEndsWaitsInProgress() {
         memory.acquire(LOCK, "other", 60_000, 0).block();
         CompletableFuture<FencedLease> waiting = client.acquire(LOCK).toFuture();

@@ -232,10 +232,15 @@ public final class PostgresLeaseStore implements LeaseStore {
         return commands.run("", "ping", c -> rows(c.createStatement("SELECT 1"), r -> r.map((row, meta) -> 1)).then());
     }
 
+    /**
+     * Refuses later statements and stops listening, on subscription: the client releases its leases first.
+     */
     @Override
     public Mono<Void> close() {
-        commands.close();
-        return notifications.close();
+        return Mono.defer(() -> {
+            commands.close();
+            return notifications.close();
+        });
     }
 
     private static <T> Flux<T> rows(Statement statement, java.util.function.Function<Result, org.reactivestreams.Publisher<T>> map) {

@@ -44,8 +44,8 @@ import reactor.test.StepVerifier;
 /**
  * The PostgreSQL store at its edges, against the real database and a proxy that cuts or silences one
  * connection: a reset while an acquire waits on a row lock, a silent pooled connection under a short lease, a
- * pool whose default isolation is {@code REPEATABLE READ} or {@code SERIALIZABLE}. Each case asserts what the
- * database holds afterwards, not how long anything took.
+ * pool whose default isolation is {@code REPEATABLE READ} or {@code SERIALIZABLE}, and {@code close()} with
+ * leases held. Each case asserts what the database holds afterwards, not how long anything took.
  */
 @ExtendWith(PostgresServerExtension.class)
 class PostgresStoreFaultsIT {
@@ -309,5 +309,23 @@ class PostgresStoreFaultsIT {
                 .expectComplete()
                 .verify(BOUND.multipliedBy(2));
         assertThat(tokens).hasSize(60).isSorted().doesNotHaveDuplicates();
+    }
+
+    @Test
+    void closeReleasesEveryHeldLeaseSoAnotherClientGetsItAtOnce() {
+        FencedLockClient holder = client(direct, FencedLockClient.builder().leaseTime(Duration.ofSeconds(60)));
+        List<String> names = List.of("closed-a", "closed-b", "closed-c");
+        for (String name : names) {
+            assertThat(holder.acquire(name).block(BOUND)).isNotNull();
+        }
+        holder.close();
+        assertThat(count("SELECT count(*) FROM " + TABLE + " WHERE lock_id = ANY($1) AND owner IS NOT NULL",
+                (Object) names.stream().map(this::lockId).toArray(String[]::new)))
+                .as("no row keeps an owner after close").isZero();
+        FencedLockClient next = client(direct, FencedLockClient.builder());
+        for (String name : names) {
+            StepVerifier.create(next.tryAcquire(name).flatMap(FencedLease::release))
+                    .as(name).expectNext(ReleaseOutcome.RELEASED).expectComplete().verify(BOUND);
+        }
     }
 }
