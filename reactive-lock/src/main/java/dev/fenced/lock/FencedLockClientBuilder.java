@@ -163,8 +163,13 @@ public final class FencedLockClientBuilder {
      * name, as on Redis, and the {@linkplain #tokenScheme(TokenScheme) token scheme} applies (server time is the
      * database's). Every statement takes a connection of {@code connectionFactory} for its duration, and the
      * notifications hold one for the client's life; the client never closes the factory. Replica acknowledgement
-     * is for Redis only. One of this or a Redis address is required; the last one set wins. See the README's
-     * "Locks on PostgreSQL" for what is guaranteed. Needs {@code r2dbc-postgresql}, an optional dependency: a
+     * is for Redis only. One of this or a Redis address is required; the last one set wins. The statements run
+     * at the factory's default isolation level, any of them: at {@code REPEATABLE READ} or {@code SERIALIZABLE}
+     * a statement that fails to serialize (SQLSTATE 40001) is run again at once, and an acquire that still
+     * fails so counts as "busy" (a waiting acquire waits on). An acquire bounds itself by the database's clock:
+     * it takes effect no later than about one {@linkplain #commandTimeout(Duration) command timeout} after the
+     * database received it, and one that failed without a reply is cancelled there and undone for that long.
+     * See the README's "Locks on PostgreSQL" for what is guaranteed. Needs {@code r2dbc-postgresql}, an optional dependency: a
      * client on Redis never loads an R2DBC class.
      *
      * @param connectionFactory a connection factory of r2dbc-postgresql (its connections, or a pool's wrapping
@@ -255,7 +260,9 @@ public final class FencedLockClientBuilder {
      * How long a Redis command (or PostgreSQL statement) may take before it fails with {@link LockServiceException}. Default: a
      * third of the lease time, at most 5 seconds, so that a renewal that hangs is retried before the
      * lease runs out. Connecting (on first use, and after the connection was lost) may take the command
-     * timeout but at least 5 seconds.
+     * timeout but at least 5 seconds; on PostgreSQL, a renewal, a release or a ping gets its pooled connection
+     * and runs within the one command timeout, and an acquire cannot take effect later than about one command
+     * timeout after the database received it.
      *
      * @param commandTimeout positive and shorter than the lease time (checked by {@link #build()})
      * @return this builder
