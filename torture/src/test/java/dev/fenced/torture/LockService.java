@@ -1,6 +1,7 @@
 package dev.fenced.torture;
 
 import dev.fenced.testservices.TcpProxy;
+import java.util.List;
 import org.jspecify.annotations.Nullable;
 
 /**
@@ -26,6 +27,12 @@ interface LockService extends AutoCloseable {
 
     /** The owner of the lock {@code lockId} and the time left of its lease, if it is held now. */
     @Nullable Holder holder(String lockId);
+
+    /**
+     * Every lock of the run with key prefix {@code prefix} that is held now, with its owner and the time left of its
+     * lease by the service's clock. Once every client of the run is closed, each is a lock held by nobody.
+     */
+    List<Holder> heldLocks(String prefix);
 
     /** The token counter of the lock {@code lockId} (the last token it issued), or 0 if it never issued one. */
     long counter(String lockId);

@@ -112,6 +112,62 @@ final class PostgresTopology implements LockService {
         return rows.isEmpty() ? null : new Holder((String) rows.get(0).get(0), ((Number) rows.get(0).get(1)).longValue());
     }
 
+    @Override
+    public List<LockService.Holder> heldLocks(String prefix) {
+        List<LockService.Holder> held = new ArrayList<>();
+        for (List<Object> row : query("SELECT owner, ceil(extract(epoch FROM expires_at - clock_timestamp()) * 1000)::bigint"
+                + " FROM " + quoted() + " WHERE starts_with(lock_id, $1) AND owner IS NOT NULL AND expires_at > clock_timestamp()",
+                prefix)) {
+            held.add(new Holder((String) row.get(0), ((Number) row.get(1)).longValue()));
+        }
+        return held;
+    }
+
+    /**
+     * Opens a transaction on a direct connection of its own that locks the lease row of {@code lockId} {@code FOR KEY
+     * SHARE}, as r2dbc-fencing's lease check does until the fenced write commits: an acquire of that lock waits for it.
+     * Closing the handle commits the transaction, and the row is free again.
+     */
+    RowHold holdRowForKeyShare(String lockId) {
+        Connection connection = Mono.from(admin.create()).block(ADMIN_TIMEOUT);
+        try {
+            Mono.from(connection.beginTransaction()).block(ADMIN_TIMEOUT);
+            Integer pid = Flux.from(connection.createStatement("SELECT pg_backend_pid() FROM " + quoted()
+                            + " WHERE lock_id = $1 FOR KEY SHARE").bind(0, lockId).execute())
+                    .concatMap(r -> r.map((row, meta) -> row.get(0, Integer.class))).blockLast(ADMIN_TIMEOUT);
+            if (pid == null) {
+                throw new IllegalStateException("No lease row for " + lockId + " to hold");
+            }
+            return new RowHold(connection, pid);
+        } catch (RuntimeException e) {
+            Mono.from(connection.close()).onErrorResume(x -> Mono.empty()).block(ADMIN_TIMEOUT);
+            throw e;
+        }
+    }
+
+    /** How many sessions wait for a lock that the session {@code pid} holds. */
+    long sessionsWaitingFor(int pid) {
+        return ((Number) query("SELECT count(*) FROM pg_stat_activity WHERE $1 = ANY(pg_blocking_pids(pid))", pid)
+                .get(0).get(0)).longValue();
+    }
+
+    /** An open transaction that holds a lease row; closing it commits. */
+    static final class RowHold implements AutoCloseable {
+
+        private final Connection connection;
+        final int pid;
+
+        private RowHold(Connection connection, int pid) {
+            this.connection = connection;
+            this.pid = pid;
+        }
+
+        @Override
+        public void close() {
+            Mono.from(connection.commitTransaction()).then(Mono.from(connection.close())).block(ADMIN_TIMEOUT);
+        }
+    }
+
     /** The row's token: the lock's counter, which a release leaves in place. */
     @Override
     public long counter(String lockId) {

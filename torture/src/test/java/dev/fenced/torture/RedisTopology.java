@@ -121,6 +121,27 @@ final class RedisTopology implements LockService {
         return new Holder(value.substring(0, Math.max(0, value.lastIndexOf(':'))), ttl == null ? -1 : ttl);
     }
 
+    /** The run's lock keys ({@code prefix{name}}; counters and other keys end otherwise) that exist now. */
+    @Override
+    public List<LockService.Holder> heldLocks(String prefix) {
+        List<LockService.Holder> held = new ArrayList<>();
+        onPrimary(c -> {
+            io.lettuce.core.ScanCursor cursor = io.lettuce.core.ScanCursor.INITIAL;
+            do {
+                io.lettuce.core.KeyScanCursor<String> page = c.scan(cursor, io.lettuce.core.ScanArgs.Builder.matches(prefix + "*").limit(500));
+                page.getKeys().stream().filter(key -> key.endsWith("}")).forEach(key -> {
+                    LockService.Holder holder = holder(key);
+                    if (holder != null) {
+                        held.add(holder);
+                    }
+                });
+                cursor = page;
+            } while (!cursor.isFinished());
+            return null;
+        });
+        return held;
+    }
+
     @Override
     public long counter(String lockId) {
         String value = onPrimary(c -> c.get(lockId + COUNTER_SUFFIX));

@@ -14,17 +14,24 @@ import java.util.List;
 final class Report {
 
     private final List<Checker.Result> results = new ArrayList<>();
+    private final java.util.Map<Checker.Result, Run.Orphans> orphans = new java.util.IdentityHashMap<>();
     private final long startedAt = System.nanoTime();
 
     synchronized void add(Checker.Result result) {
         results.add(result);
     }
 
+    /** Adds a run's result with the locks it left held by nobody (the orphan-lease column). */
+    synchronized void add(Run.Outcome outcome) {
+        add(outcome.result());
+        orphans.put(outcome.result(), outcome.orphans());
+    }
+
     synchronized String table() {
         StringBuilder out = new StringBuilder();
         out.append("| scenario | arm | ops | accepted | stale-rejected | lost | unknown | acquire failed | lost signals "
-                + "| I1 | I2 | I3 | I4 | I5 | I6 | loss latency p50 | p99 | verdict |\n");
-        out.append("|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|---|\n");
+                + "| I1 | I2 | I3 | I4 | I5 | I6 | orphan leases | loss latency p50 | p99 | verdict |\n");
+        out.append("|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|---|\n");
         for (Checker.Result r : results) {
             boolean flagged = r.violations() > 0;
             String verdict = r.arm().isControl()
@@ -38,6 +45,7 @@ final class Report {
                     .append(" | ").append(r.i1()).append(" | ").append(r.i2()).append(" | ").append(r.i3())
                     .append(" | ").append(r.i4()).append(" | ").append(r.noLossSignals() ? "n/a" : Integer.toString(r.i5()))
                     .append(" | ").append(r.i6())
+                    .append(" | ").append(orphans.getOrDefault(r, Run.Orphans.UNKNOWN).describe())
                     .append(" | ").append(millis(r.lossP50Nanos())).append(" | ").append(millis(r.lossP99Nanos()))
                     .append(" | ").append(verdict).append(" |\n");
         }
@@ -55,7 +63,9 @@ final class Report {
                 + "\nLoss latency: when a lease's loss signal fired, relative to its local validity deadline (or the end "
                 + "of the holder's freeze); negative means before the deadline (the lock service said the lease was gone, or "
                 + "Redis answered as another server). "
-                + "I5 bound: " + Checker.LOSS_SIGNAL_BOUND.toMillis() + " ms.\n\n" + examples();
+                + "I5 bound: " + Checker.LOSS_SIGNAL_BOUND.toMillis() + " ms. Orphan leases: locks of the run still held in the "
+                + "lock service once every client of the run was closed, so held by nobody, with the longest time one had "
+                + "left.\n\n" + examples();
         try {
             Files.createDirectories(directory);
             Path file = directory.resolve("torture-report.md");

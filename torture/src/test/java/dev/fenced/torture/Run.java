@@ -42,15 +42,39 @@ final class Run {
             List<String> resources, List<String> witnessResources, Worker.Profile profile, Duration duration) {
     }
 
+    /**
+     * Locks of the run still held in the lock service once every client of the run was closed, so held by nobody:
+     * how many, and the longest time one of them had left. {@code count} is -1 if the service could not be asked.
+     */
+    record Orphans(int count, long longestMillis) {
+
+        static final Orphans UNKNOWN = new Orphans(-1, 0);
+
+        static Orphans of(List<LockService.Holder> held) {
+            return new Orphans(held.size(), held.stream().mapToLong(LockService.Holder::remainingMillis).max().orElse(0));
+        }
+
+        /** For the report: {@code 0}, or the count and the longest time left. */
+        String describe() {
+            return count < 0 ? "unknown" : count == 0 ? "0" : count + " (" + longestMillis + " ms)";
+        }
+    }
+
+    /** What one run found: the checker's verdict, and the locks it left held by nobody. */
+    record Outcome(Checker.Result result, Orphans orphans) {
+    }
+
     private Run() {
     }
 
-    static Checker.Result execute(Setup setup, Nemesis nemesis) throws Exception {
+    static Outcome execute(Setup setup, Nemesis nemesis) throws Exception {
         LOG.info("Scenario {} ({}) starts", setup.scenario(), setup.arm().label());
         List<AutoCloseable> resources = new ArrayList<>();
         Thread reaper = new Thread(() -> closeAll(resources), "torture-reaper");
         Runtime.getRuntime().addShutdownHook(reaper);
         List<Thread> threads = new ArrayList<>();
+        java.util.concurrent.atomic.AtomicReference<Orphans> orphans = new java.util.concurrent.atomic.AtomicReference<>(Orphans.UNKNOWN);
+        Checker.Result result;
         Context context = null;
         try {
             LockService service = setup.service().get();
@@ -69,6 +93,8 @@ final class Run {
             String prefix = "torture-" + UUID.randomUUID() + ":";
             // Resources close in reverse order: this runs after every client of the run is closed.
             resources.add(1, () -> service.removeRunState(prefix));
+            // And this just before: what is still held then is held by nobody.
+            resources.add(2, () -> orphans.set(Orphans.of(service.heldLocks(prefix))));
             History history = new History();
             Set<Grant> active = ConcurrentHashMap.newKeySet();
             context = new Context(setup, service, ledgerUrl, ledger, prefix, history, active, resources);
@@ -99,12 +125,11 @@ final class Run {
                 }
             }
             context.afterStop();
-            Checker.Result result = Checker.check(setup.scenario(), setup.arm(), setup.profile().leaseTime(), history,
+            result = Checker.check(setup.scenario(), setup.arm(), setup.profile().leaseTime(), history,
                     ledger.balances(), ledger.auditRows());
             LOG.info("Scenario {} ({}): {} operations, {} violations {}; acquire failures: {}", setup.scenario(),
                     setup.arm().label(), result.operations(), result.violations(), result.examples(),
                     history.acquireFailureReasons());
-            return result;
         } finally {
             if (context != null) {
                 context.stop();
@@ -122,6 +147,9 @@ final class Run {
                 // The JVM is exiting: the hook runs anyway.
             }
         }
+        LOG.info("Scenario {} ({}): locks held by nobody at the end: {}", setup.scenario(), setup.arm().label(),
+                orphans.get().describe());
+        return new Outcome(result, orphans.get());
     }
 
     private static Thread start(String name, Runnable task) {

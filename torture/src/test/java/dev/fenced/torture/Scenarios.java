@@ -55,6 +55,12 @@ final class Scenarios {
     /** Acquires cancelled before they emitted a lease, across runs: proof that scenario 6 cancelled anything. */
     static final java.util.concurrent.atomic.AtomicLong CANCELLED_IN_FLIGHT = new java.util.concurrent.atomic.AtomicLong();
 
+    /**
+     * Rounds of scenario P6 in which the witness's acquire really waited on the held lease row when its connection was
+     * reset, across runs.
+     */
+    static final java.util.concurrent.atomic.AtomicLong RESETS_WHILE_WAITING = new java.util.concurrent.atomic.AtomicLong();
+
     private static final int STORM_THREADS = 6;
     private static final List<String> STORM_RESOURCES = List.of("storm-0", "storm-1", "storm-2", "storm-3");
 
@@ -272,6 +278,98 @@ final class Scenarios {
         }
         context.history.fault("reset-after-acquire (witness)", at, System.nanoTime());
         checkOrphans(context, List.of(resource));
+    }
+
+    /**
+     * (P6) A reset while an acquire waits on a row lock, PostgreSQL store. Each round: a transaction locks the witness
+     * lock's row {@code FOR KEY SHARE}, as a lease check does until its fenced write commits; a witness with a 20 s
+     * lease tries to acquire and waits on the row in the database; its connection is reset (every other round with new
+     * connections refused meanwhile, so that the cancel request cannot reach the database and only the undo, repeated
+     * over the statement's own bound, can catch a grant); the transaction commits. Then no lock of an unknown owner may
+     * remain. Between rounds the same is done to a workers' lock for a moment, resetting the connection of whichever
+     * worker's acquire waits on it.
+     */
+    static Run.Nemesis resetWhileAcquireWaits(long everyMillis) {
+        return context -> {
+            PostgresTopology postgres = context.postgres();
+            String resource = context.setup.witnessResources().get(0);
+            TcpProxy proxy = context.service.clientProxy();
+            FencedLockClient witness = context.client(proxy, b -> b.leaseTime(Duration.ofSeconds(20)));
+            // The row must exist for a transaction to lock it; a release leaves it in place.
+            dev.fenced.lock.FencedLease first = witness.acquire(resource).block(Duration.ofSeconds(30));
+            if (first != null) {
+                context.history.knownOwner(first.ownerId());
+                first.release().block(Duration.ofSeconds(10));
+            }
+            List<TcpProxy> workers = new ArrayList<>(context.workerProxies());
+            for (int round = 0; context.timeLeft(); round++) {
+                context.pace(everyMillis);
+                resetWitnessWhileItWaits(context, postgres, witness, proxy, resource, round % 2 == 1);
+                resetWorkersWhileTheyWait(context, postgres, workers);
+            }
+        };
+    }
+
+    private static void resetWitnessWhileItWaits(Run.Context context, PostgresTopology postgres, FencedLockClient witness,
+            TcpProxy proxy, String resource, boolean refuseCancel) throws Exception {
+        // Idle pooled connections, so that the undo answers at once, before the row is free.
+        reactor.core.publisher.Flux.range(0, 3).flatMap(i -> witness.ping()).blockLast(Duration.ofSeconds(10));
+        long at = System.nanoTime();
+        try (PostgresTopology.RowHold hold = postgres.holdRowForKeyShare(context.prefix + "{" + resource + "}")) {
+            proxy.markRequestContaining(context.service.acquireMarker());
+            java.util.concurrent.CompletableFuture<dev.fenced.lock.FencedLease> acquire = witness.tryAcquire(resource).toFuture();
+            boolean waiting = awaitWaiter(context, postgres, hold);
+            proxy.refuseNew(refuseCancel);
+            if (proxy.resetMarked() > 0 && waiting) {
+                RESETS_WHILE_WAITING.incrementAndGet();
+            }
+            try {
+                dev.fenced.lock.FencedLease lease = acquire.get(30, TimeUnit.SECONDS);
+                if (lease != null) {
+                    // The reset hit before the acquire was sent, or after its reply: nothing was orphaned.
+                    context.history.knownOwner(lease.ownerId());
+                    lease.release().block(Duration.ofSeconds(10));
+                }
+            } catch (java.util.concurrent.ExecutionException expected) {
+                // The acquire failed; whatever it may still take in the database has no known holder.
+            }
+            // The undo of the failed acquire has had its first answer ("nothing held"): pacing, not synchronisation.
+            context.pace(200);
+        } finally {
+            proxy.refuseNew(false);
+        }
+        context.history.fault("reset while an acquire waits on a row lock (witness)", at, System.nanoTime());
+        checkOrphans(context, List.of(resource));
+    }
+
+    private static void resetWorkersWhileTheyWait(Run.Context context, PostgresTopology postgres, List<TcpProxy> workers)
+            throws Exception {
+        String resource = context.setup.resources().get(ThreadLocalRandom.current().nextInt(context.setup.resources().size()));
+        String lockId = context.prefix + "{" + resource + "}";
+        if (context.service.counter(lockId) == 0) {
+            return; // no row yet
+        }
+        long at = System.nanoTime();
+        try (PostgresTopology.RowHold hold = postgres.holdRowForKeyShare(lockId)) {
+            workers.forEach(p -> p.markRequestContaining(context.service.acquireMarker()));
+            if (awaitWaiter(context, postgres, hold)) {
+                workers.forEach(TcpProxy::resetMarked);
+            }
+        }
+        context.history.fault("reset while an acquire waits on a row lock (workers)", at, System.nanoTime());
+    }
+
+    /** Waits, at most 2 s, until some session waits for the row that {@code hold} locks. */
+    private static boolean awaitWaiter(Run.Context context, PostgresTopology postgres, PostgresTopology.RowHold hold)
+            throws InterruptedException {
+        long giveUp = System.nanoTime() + TimeUnit.SECONDS.toNanos(2);
+        while (postgres.sessionsWaitingFor(hold.pid) == 0) {
+            if (System.nanoTime() - giveUp > 0) {
+                return false;
+            }
+            context.pace(5);
+        }
+        return true;
     }
 
     /** (5) A partition of some workers from the lock service, longer than the lease, while they renew. */

@@ -81,15 +81,19 @@ class TortureIT {
 
     private static Checker.Result run(String scenario, Arm arm, Supplier<? extends LockService> service, Duration duration,
             Run.Nemesis nemesis) throws Exception {
-        Checker.Result result = Run.execute(new Run.Setup(scenario, arm, service, r2dbcUrl, WORKERS, RESOURCES, WITNESS,
+        Run.Outcome outcome = Run.execute(new Run.Setup(scenario, arm, service, r2dbcUrl, WORKERS, RESOURCES, WITNESS,
                 PROFILE, duration), nemesis);
-        REPORT.add(result);
+        REPORT.add(outcome);
+        Checker.Result result = outcome.result();
         assertThat(result.operations()).as("operations of %s (%s)", scenario, arm.label()).isPositive();
         if (arm.isControl()) {
             assertThat(result.violations()).as("the control arm %s must be flagged in %s", arm.label(), scenario).isPositive();
         } else {
             assertThat(result.violations()).as("violations in %s: %s", scenario, result.examples()).isZero();
         }
+        // Every scenario, control arms too: once the run's clients are closed, no lock may be held by nobody.
+        assertThat(outcome.orphans().count()).as("locks of %s (%s) held by nobody at the end: %s", scenario, arm.label(),
+                outcome.orphans().describe()).isZero();
         return result;
     }
 
@@ -247,6 +251,16 @@ class TortureIT {
                 Scenarios.lostAcquireReply());
         assertThat(Scenarios.ACQUIRES_RUN_REPLY_LOST.get() - ran)
                 .as("acquires that committed in the database while their reply was lost").isPositive();
+    }
+
+    @Test
+    @Order(146)
+    void postgresStoreResetWhileAnAcquireWaitsOnARowLockLeavesNoLockBehind() throws Exception {
+        long resets = Scenarios.RESETS_WHILE_WAITING.get();
+        run("P6 PostgreSQL: reset while an acquire waits on a row lock", Arm.FENCED, postgresShared(), SCENARIO,
+                Scenarios.resetWhileAcquireWaits(300));
+        assertThat(Scenarios.RESETS_WHILE_WAITING.get() - resets)
+                .as("acquires reset while they waited on the held row").isPositive();
     }
 
     @Test
