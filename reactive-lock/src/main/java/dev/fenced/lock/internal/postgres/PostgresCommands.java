@@ -131,18 +131,28 @@ final class PostgresCommands {
      * statement is cancelled in the database (a cancel request goes on a connection of its own, so a reset one
      * does not stop it) and, after a timeout, a trivial statement on the same connection waits until the
      * cancelled one has ended before the connection goes back to the pool: a cancel that arrived later would
-     * hit the next statement of whoever has the connection then. A connection that does not answer that either
-     * is closed rather than given back. Never fails: the statement's own error is the one that counts.
+     * hit the next statement of whoever has the connection then. A connection that does not answer that either,
+     * or that failed under the statement, is closed rather than given back. Never fails: the statement's own
+     * error is the one that counts.
      */
     private Mono<Void> afterFailure(Connection connection, Throwable error) {
         if (PostgresErrors.answered(error) || !RunningStatements.CANCELLABLE) {
             return giveBack(connection);
         }
-        Mono<Void> stop = error instanceof java.util.concurrent.TimeoutException
-                ? RunningStatements.cancelAndAwait(connection) : RunningStatements.cancelOnly(connection);
-        return stop.timeout(connectTimeout, scheduler)
+        if (!(error instanceof java.util.concurrent.TimeoutException)) {
+            // The connection failed under the statement (normally it is gone): nothing on it can show when the
+            // cancel has landed, so it is never lent again, lest the cancel hit the next borrower's statement.
+            return RunningStatements.cancelOnly(connection).timeout(connectTimeout, scheduler)
+                    .onErrorResume(e -> {
+                        log.debug("Could not cancel a failed lease statement ({}): {}", error.toString(), e.toString());
+                        return Mono.empty();
+                    })
+                    .then(RunningStatements.closeUnderlying(connection))
+                    .then(giveBack(connection));
+        }
+        return RunningStatements.cancelAndAwait(connection).timeout(connectTimeout, scheduler)
                 .onErrorResume(e -> {
-                    log.debug("Could not settle a failed lease statement ({}): {}", error.toString(), e.toString());
+                    log.debug("Could not settle a lease statement that timed out: {}", e.toString());
                     return RunningStatements.closeUnderlying(connection);
                 })
                 .then(giveBack(connection));

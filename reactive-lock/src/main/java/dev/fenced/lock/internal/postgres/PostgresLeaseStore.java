@@ -36,6 +36,9 @@ public final class PostgresLeaseStore implements LeaseStore {
     private final String channel;
     private final long commandTimeoutMillis;
 
+    /** What an acquire's own {@code lock_timeout} adds to the command timeout, in milliseconds. */
+    static final int LOCK_TIMEOUT_MARGIN_MILLIS = 250;
+
     /** What {@link #lateGrantWindow()} adds to the command timeout. */
     private static final java.time.Duration LATE_COMMIT_MARGIN = java.time.Duration.ofSeconds(1);
 
@@ -81,12 +84,14 @@ public final class PostgresLeaseStore implements LeaseStore {
      *       timeout ({@code $5} ms) after {@code statement_timestamp()}, when the database received the
      *       statement. {@code ON CONFLICT … WHERE} is evaluated once the row is locked, after any wait for it,
      *       so a statement that waited longer than that updates nothing. This is the bound, whatever the wait;</li>
-     *   <li>{@code set_config('lock_timeout', $5, true)}, evaluated with {@code now} before the row is inserted
-     *       or locked, makes every lock wait of this one-statement transaction end with SQLSTATE 55P03 after
-     *       the command timeout (a wait for another acquire's insert of a new row included), so the backend
-     *       does not linger behind a long transaction. {@code statement_timeout} would not do: it is read when
-     *       the statement starts, and a {@code SET LOCAL} before it would cost a round trip and a transaction
-     *       block. The setting ends with the statement's transaction.</li>
+     *   <li>{@code set_config('lock_timeout', …, true)}, evaluated with {@code now} before the row is inserted
+     *       or locked, makes every lock wait of this one-statement transaction end with SQLSTATE 55P03 a little
+     *       after the command timeout ({@value #LOCK_TIMEOUT_MARGIN_MILLIS} ms more: the client's own timer fires
+     *       first and cancels, and this ends the wait should the cancel not arrive), a wait for another
+     *       acquire's insert of a new row included, so the backend does not linger behind a long transaction.
+     *       {@code statement_timeout} would not do: it is read when the statement starts, and a
+     *       {@code SET LOCAL} before it would cost a round trip and a transaction block. The setting ends with
+     *       the statement's transaction.</li>
      * </ul>
      * A commit follows the grant at once, so the grant takes effect within about one command timeout after the
      * database received the statement; the client keeps undoing a failed acquire for that long
@@ -94,7 +99,7 @@ public final class PostgresLeaseStore implements LeaseStore {
      */
     private static String acquireSql(String table, boolean serverTime) {
         String firstToken = serverTime ? "GREATEST($4 + 1, (extract(epoch FROM now.t) * 1000000)::bigint)" : "$4 + 1";
-        return "WITH now AS (SELECT clock_timestamp() AS t, set_config('lock_timeout', $5::bigint::text, true) AS lt),"
+        return "WITH now AS (SELECT clock_timestamp() AS t, set_config('lock_timeout', ($5::bigint + " + LOCK_TIMEOUT_MARGIN_MILLIS + ")::text, true) AS lt),"
                 + " granted AS (INSERT INTO " + table + " AS l (lock_id, owner, token, expires_at)"
                 + " SELECT $1, $2, " + firstToken + ", now.t + $3 * interval '1 millisecond' FROM now"
                 + " ON CONFLICT (lock_id) DO UPDATE SET lock_id = EXCLUDED.lock_id, owner = EXCLUDED.owner,"
