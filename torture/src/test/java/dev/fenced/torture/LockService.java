@@ -1,7 +1,7 @@
 package dev.fenced.torture;
 
 import dev.fenced.testservices.TcpProxy;
-import java.util.List;
+import java.util.Map;
 import org.jspecify.annotations.Nullable;
 
 /**
@@ -29,10 +29,10 @@ interface LockService extends AutoCloseable {
     @Nullable Holder holder(String lockId);
 
     /**
-     * Every lock of the run with key prefix {@code prefix} that is held now, with its owner and the time left of its
-     * lease by the service's clock. Once every client of the run is closed, each is a lock held by nobody.
+     * Every lock of the run with key prefix {@code prefix} that is held now, by lock id, with its owner and the time
+     * left of its lease by the service's clock. Once every client of the run is closed, each is a lock held by nobody.
      */
-    List<Holder> heldLocks(String prefix);
+    Map<String, Holder> heldLocks(String prefix);
 
     /** The token counter of the lock {@code lockId} (the last token it issued), or 0 if it never issued one. */
     long counter(String lockId);

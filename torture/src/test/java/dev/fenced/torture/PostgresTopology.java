@@ -113,12 +113,12 @@ final class PostgresTopology implements LockService {
     }
 
     @Override
-    public List<LockService.Holder> heldLocks(String prefix) {
-        List<LockService.Holder> held = new ArrayList<>();
-        for (List<Object> row : query("SELECT owner, ceil(extract(epoch FROM expires_at - clock_timestamp()) * 1000)::bigint"
+    public Map<String, LockService.Holder> heldLocks(String prefix) {
+        Map<String, LockService.Holder> held = new LinkedHashMap<>();
+        for (List<Object> row : query("SELECT lock_id, owner, ceil(extract(epoch FROM expires_at - clock_timestamp()) * 1000)::bigint"
                 + " FROM " + quoted() + " WHERE starts_with(lock_id, $1) AND owner IS NOT NULL AND expires_at > clock_timestamp()",
                 prefix)) {
-            held.add(new Holder((String) row.get(0), ((Number) row.get(1)).longValue()));
+            held.put((String) row.get(0), new Holder((String) row.get(1), ((Number) row.get(2)).longValue()));
         }
         return held;
     }

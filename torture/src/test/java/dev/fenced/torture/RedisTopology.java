@@ -123,8 +123,8 @@ final class RedisTopology implements LockService {
 
     /** The run's lock keys ({@code prefix{name}}; counters and other keys end otherwise) that exist now. */
     @Override
-    public List<LockService.Holder> heldLocks(String prefix) {
-        List<LockService.Holder> held = new ArrayList<>();
+    public java.util.Map<String, LockService.Holder> heldLocks(String prefix) {
+        java.util.Map<String, LockService.Holder> held = new java.util.LinkedHashMap<>();
         onPrimary(c -> {
             io.lettuce.core.ScanCursor cursor = io.lettuce.core.ScanCursor.INITIAL;
             do {
@@ -132,7 +132,7 @@ final class RedisTopology implements LockService {
                 page.getKeys().stream().filter(key -> key.endsWith("}")).forEach(key -> {
                     LockService.Holder holder = holder(key);
                     if (holder != null) {
-                        held.add(holder);
+                        held.put(key, holder);
                     }
                 });
                 cursor = page;

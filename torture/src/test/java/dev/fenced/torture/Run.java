@@ -46,12 +46,13 @@ final class Run {
      * Locks of the run still held in the lock service once every client of the run was closed, so held by nobody:
      * how many, and the longest time one of them had left. {@code count} is -1 if the service could not be asked.
      */
-    record Orphans(int count, long longestMillis) {
+    record Orphans(int count, long longestMillis, java.util.Map<String, LockService.Holder> locks) {
 
-        static final Orphans UNKNOWN = new Orphans(-1, 0);
+        static final Orphans UNKNOWN = new Orphans(-1, 0, java.util.Map.of());
 
-        static Orphans of(List<LockService.Holder> held) {
-            return new Orphans(held.size(), held.stream().mapToLong(LockService.Holder::remainingMillis).max().orElse(0));
+        static Orphans of(java.util.Map<String, LockService.Holder> held) {
+            return new Orphans(held.size(), held.values().stream().mapToLong(LockService.Holder::remainingMillis).max().orElse(0),
+                    java.util.Map.copyOf(held));
         }
 
         /** For the report: {@code 0}, or the count and the longest time left. */
@@ -147,8 +148,8 @@ final class Run {
                 // The JVM is exiting: the hook runs anyway.
             }
         }
-        LOG.info("Scenario {} ({}): locks held by nobody at the end: {}", setup.scenario(), setup.arm().label(),
-                orphans.get().describe());
+        LOG.info("Scenario {} ({}): locks held by nobody at the end: {} {}", setup.scenario(), setup.arm().label(),
+                orphans.get().describe(), orphans.get().locks());
         return new Outcome(result, orphans.get());
     }
 
