@@ -142,8 +142,9 @@ public interface FencedLockClient extends AutoCloseable {
      * with that error, held leases are lost (their {@link FencedLease#lost()} signals
      * {@link LossReason#CLIENT_CLOSED}) and released, in parallel, before the store stops taking commands (so
      * another client can take their locks at once; a release that fails is logged with the lock name and its
-     * cause, and that lock expires with its lease), the releases and undos still in flight get up to the
-     * command timeout to finish, then the connections close. A lease granted while the client closes is
+     * cause, and that lock expires with its lease), undos of abandoned acquires waiting out a back-off run at
+     * once, the releases and undos still in flight get up to the command timeout to finish, then the
+     * connections close. A lease granted while the client closes is
      * released again and its acquire fails with {@link LockClientClosedException}. A Redis client passed to
      * the builder is left open; one created by the builder is shut down. Each step is bounded, so the
      * completion comes within about twice the command timeout whatever Redis does. Idempotent: every call

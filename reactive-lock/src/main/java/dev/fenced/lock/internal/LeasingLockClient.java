@@ -287,6 +287,8 @@ public final class LeasingLockClient implements FencedLockClient {
         ClientSettings settings = runtime.settings();
         return Flux.fromIterable(unsettled)
                 .flatMap(HeldLease::closeAndRelease)
+                // Undos waiting out a back-off run now, while the store still takes commands.
+                .mergeWith(undos.flush())
                 .then(runtime.inFlight().idle())
                 .timeout(bound, Schedulers.parallel())
                 .onErrorResume(e -> {

@@ -88,6 +88,33 @@ final class Undos {
         }
     }
 
+    /**
+     * On close: releases every pending owner of every name at once, not after its back-off, so that the
+     * undos end before the store closes (once the client is closed a failed undo is not retried, and its lock
+     * would stay taken until its lease ran out). The retry loops then find nothing left and end. A release that
+     * fails is logged with the lock name and its cause. Cold; never errors.
+     *
+     * @return completion once every pending owner was asked about
+     */
+    Mono<Void> flush() {
+        return Flux.defer(() -> {
+            List<Map.Entry<String, Pending>> all = new ArrayList<>();
+            synchronized (this) {
+                pending.forEach((name, owners) -> {
+                    owners.forEach(p -> all.add(Map.entry(name, p)));
+                    owners.clear();
+                });
+            }
+            return Flux.fromIterable(all);
+        }).flatMap(e -> runtime.store().release(e.getKey(), e.getValue().owner, e.getValue().token)
+                .onErrorResume(error -> {
+                    log.warn("Could not undo an abandoned acquire of lock '{}' on close; it expires with its lease: {}",
+                            e.getKey(), error.toString());
+                    return Mono.empty();
+                }))
+                .then();
+    }
+
     /** Releases every pending owner of {@code name}; retries those the service could not be asked about. */
     private Mono<Void> loop(String name, Duration backoff) {
         return Mono.defer(() -> {

@@ -587,6 +587,35 @@ class LeasingLockClientTest {
     }
 
     @Test
+    void closeRunsTheUndoOfAnAbandonedAcquireThatWaitsOutItsBackOff() {
+        AtomicInteger releases = new AtomicInteger();
+        // The acquire runs but its reply is lost, and the first undo finds the service unreachable.
+        CountingLeaseStore lossy = new CountingLeaseStore(memory) {
+            @Override
+            public Mono<AcquireReply> acquire(String name, String owner, long leaseMillis, long floor) {
+                return super.acquire(name, owner, leaseMillis, floor)
+                        .then(Mono.error(LockServiceException.of(name, "acquire", "the reply was lost", null)));
+            }
+
+            @Override
+            public Mono<Boolean> release(String name, String owner, @Nullable Long token) {
+                return Mono.defer(() -> releases.getAndIncrement() == 0
+                        ? Mono.error(LockServiceException.of(name, "release", "unreachable", null))
+                        : super.release(name, owner, token));
+            }
+        };
+        LeasingLockClient closing = LeasingLockClient.create(lossy,
+                ClientSettings.of("test:", Duration.ofSeconds(3), null, Duration.ofSeconds(10), null, clock));
+        StepVerifier.create(closing.tryAcquire(LOCK)).verifyError(LockServiceException.class);
+        assertThat(memory.holder(LOCK)).as("taken by the acquire whose reply was lost").isPresent();
+
+        // The retry waits on the client's clock, which does not move: only close can run it.
+        closing.closeLater().block(Duration.ofSeconds(5));
+
+        assertThat(memory.holder(LOCK)).as("undone before the store closed").isEmpty();
+    }
+
+    @Test
     void closeEndsWaitsInProgress() {
         memory.acquire(LOCK, "other", 60_000, 0).block();
         CompletableFuture<FencedLease> waiting = client.acquire(LOCK).toFuture();
