@@ -387,11 +387,12 @@ class LeasingLockClientTest {
         assertThat(store.releases).as("the command never left").hasValue(0);
     }
 
-    @Test
-    void anAcquireWhoseReplyWasLostIsUndoneOnceTheServiceAnswersAgain() {
-        AtomicInteger refusedReleases = new AtomicInteger();
-        // The script runs, the reply is lost to a reset, and the connection stays down for a while.
-        LeaseStore flaky = new CountingLeaseStore(memory) {
+    /**
+     * The memory store, except that every acquire runs and then loses its reply to a reset, and the first
+     * {@code refused} releases (every release counted in {@code attempts}) find the service unreachable.
+     */
+    private LeaseStore replyLostAndReleasesRefused(int refused, AtomicInteger attempts) {
+        return new CountingLeaseStore(memory) {
             @Override
             public Mono<AcquireReply> acquire(String name, String owner, long leaseMillis, long floor) {
                 return super.acquire(name, owner, leaseMillis, floor)
@@ -400,11 +401,18 @@ class LeasingLockClientTest {
 
             @Override
             public Mono<Boolean> release(String name, String owner, @Nullable Long token) {
-                return Mono.defer(() -> refusedReleases.incrementAndGet() <= 3
+                return Mono.defer(() -> attempts.incrementAndGet() <= refused
                         ? Mono.error(LockServiceException.of(name, "release", "not connected to Redis (reconnecting)", null))
                         : super.release(name, owner, token));
             }
         };
+    }
+
+    @Test
+    void anAcquireWhoseReplyWasLostIsUndoneOnceTheServiceAnswersAgain() {
+        AtomicInteger refusedReleases = new AtomicInteger();
+        // The script runs, the reply is lost to a reset, and the connection stays down for a while.
+        LeaseStore flaky = replyLostAndReleasesRefused(3, refusedReleases);
         LeasingLockClient lossy = LeasingLockClient.create(flaky,
                 ClientSettings.of("test:", Duration.ofSeconds(3), null, Duration.ofSeconds(10), null, clock));
 
@@ -588,22 +596,8 @@ class LeasingLockClientTest {
 
     @Test
     void closeRunsTheUndoOfAnAbandonedAcquireThatWaitsOutItsBackOff() {
-        AtomicInteger releases = new AtomicInteger();
         // The acquire runs but its reply is lost, and the first undo finds the service unreachable.
-        CountingLeaseStore lossy = new CountingLeaseStore(memory) {
-            @Override
-            public Mono<AcquireReply> acquire(String name, String owner, long leaseMillis, long floor) {
-                return super.acquire(name, owner, leaseMillis, floor)
-                        .then(Mono.error(LockServiceException.of(name, "acquire", "the reply was lost", null)));
-            }
-
-            @Override
-            public Mono<Boolean> release(String name, String owner, @Nullable Long token) {
-                return Mono.defer(() -> releases.getAndIncrement() == 0
-                        ? Mono.error(LockServiceException.of(name, "release", "unreachable", null))
-                        : super.release(name, owner, token));
-            }
-        };
+        LeaseStore lossy = replyLostAndReleasesRefused(1, new AtomicInteger());
         LeasingLockClient closing = LeasingLockClient.create(lossy,
                 ClientSettings.of("test:", Duration.ofSeconds(3), null, Duration.ofSeconds(10), null, clock));
         StepVerifier.create(closing.tryAcquire(LOCK)).verifyError(LockServiceException.class);
