@@ -595,6 +595,34 @@ class LeasingLockClientTest {
     }
 
     @Test
+    void aReleaseThatFailsOnCloseIsLoggedWithTheLockNameAndTheCause() {
+        LeaseStore refusing = new CountingLeaseStore(memory) {
+            @Override
+            public Mono<Boolean> release(String name, String owner, @Nullable Long token) {
+                return Mono.error(LockServiceException.of(name, "release", "unreachable", null));
+            }
+        };
+        LeasingLockClient closing = LeasingLockClient.create(refusing,
+                ClientSettings.of("test:", Duration.ofSeconds(3), null, Duration.ofSeconds(10), null, clock));
+        FencedLease lease = closing.acquire(LOCK).block(Duration.ofSeconds(1));
+        assertThat(lease).isNotNull();
+        ch.qos.logback.classic.Logger logger = (ch.qos.logback.classic.Logger) org.slf4j.LoggerFactory.getLogger(HeldLease.class);
+        ch.qos.logback.core.read.ListAppender<ch.qos.logback.classic.spi.ILoggingEvent> events =
+                new ch.qos.logback.core.read.ListAppender<>();
+        events.start();
+        logger.addAppender(events);
+        try {
+            closing.closeLater().block(Duration.ofSeconds(5));
+        } finally {
+            logger.detachAppender(events);
+        }
+        assertThat(events.list).extracting(ch.qos.logback.classic.spi.ILoggingEvent::getFormattedMessage)
+                .containsExactly("Could not release lock 'invoice:42' token " + lease.token() + " on close; it expires with its"
+                        + " lease: dev.fenced.lock.LockServiceException: Lock service failed to release for lock 'invoice:42':"
+                        + " unreachable");
+    }
+
+    @Test
     void closeRunsTheUndoOfAnAbandonedAcquireThatWaitsOutItsBackOff() {
         // The acquire runs but its reply is lost, and the first undo finds the service unreachable.
         LeaseStore lossy = replyLostAndReleasesRefused(1, new AtomicInteger());
