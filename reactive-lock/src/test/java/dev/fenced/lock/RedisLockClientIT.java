@@ -170,6 +170,39 @@ class RedisLockClientIT {
     }
 
     @Test
+    void aBurstOfAcquiresOnOneEventLoopBeforeTheFirstConnectionIsOpenAllSucceed() throws Exception {
+        burstBeforeTheFirstConnection(client());
+    }
+
+    @Test
+    void aBurstBeforeTheFirstConnectionSucceedsOnASharedClientWithoutAutoReconnect() throws Exception {
+        RedisClient shared = RedisClient.create();
+        shared.setOptions(io.lettuce.core.ClientOptions.builder().autoReconnect(false).build());
+        toClose.add(shared::shutdown);
+        burstBeforeTheFirstConnection(client(FencedLockClient.builder().redisClient(shared, RedisURI.create(redis.uri()))));
+    }
+
+    /**
+     * 64 acquires in one turn of an event loop (a burst of requests to a service that just started): the
+     * batcher sends them together, before any connection is open.
+     */
+    private void burstBeforeTheFirstConnection(FencedLockClient locks) throws Exception {
+        io.netty.channel.DefaultEventLoop loop = new io.netty.channel.DefaultEventLoop();
+        toClose.add(() -> loop.shutdownGracefully(0, 1, java.util.concurrent.TimeUnit.SECONDS));
+        List<CompletableFuture<FencedLease>> leases = new ArrayList<>();
+        loop.submit(() -> {
+            for (int i = 0; i < 64; i++) {
+                leases.add(locks.tryAcquire("burst-" + i).toFuture());
+            }
+        }).get(BOUND.toMillis(), java.util.concurrent.TimeUnit.MILLISECONDS);
+        for (int i = 0; i < 64; i++) {
+            FencedLease lease = leases.get(i).get(BOUND.toMillis(), java.util.concurrent.TimeUnit.MILLISECONDS);
+            assertThat(lease).as("burst-" + i).isNotNull();
+            assertThat(inspector.get(lockKey("burst-" + i))).isEqualTo(lease.ownerId() + ":" + lease.token());
+        }
+    }
+
+    @Test
     void releaseAfterExpiryReportsNotHeldAndLeavesTheNewHolderAlone() throws Exception {
         TcpProxy proxy = TcpProxy.start(redis.host(), redis.port());
         toClose.add(proxy);
