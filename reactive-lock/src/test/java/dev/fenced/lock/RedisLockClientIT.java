@@ -203,6 +203,28 @@ class RedisLockClientIT {
     }
 
     @Test
+    void aReleaseSucceedsWhenTheUserMayNotPublishAndItsWaitersFallBackToTimers() {
+        // Redis 7 gives a new user no channels: what `ACL SETUSER app on >pw ~fenced:* +@all` makes.
+        String user = "fenced-c-nochannels-" + UUID.randomUUID();
+        inspector.aclSetuser(user, io.lettuce.core.AclSetuserArgs.Builder.on().addPassword("pw").keyPattern(prefix + "*")
+                .resetChannels().allCommands());
+        toClose.add(() -> inspector.aclDeluser(user));
+        RedisURI asUser = RedisURI.builder(RedisURI.create(redis.uri())).withAuthentication(user, "pw").build();
+        FencedLockClient a = client(FencedLockClient.builder().redisUri(asUser).leaseTime(Duration.ofSeconds(2)));
+        FencedLockClient b = client(FencedLockClient.builder().redisUri(asUser).leaseTime(Duration.ofSeconds(2)));
+        FencedLease held = a.acquire("no-channels").block(BOUND);
+        CompletableFuture<FencedLease> next = b.acquire("no-channels",
+                AcquireOptions.defaults().withMaxWait(Duration.ofSeconds(15))).toFuture();
+
+        StepVerifier.create(held.release()).expectNext(ReleaseOutcome.RELEASED).expectComplete().verify(BOUND);
+        StepVerifier.create(Mono.fromFuture(next))
+                .assertNext(lease -> assertThat(lease.token()).isGreaterThan(held.token()))
+                .expectComplete()
+                .verify(BOUND);
+        assertThat(held.lost().block(BOUND)).as("released, not lost").isNull();
+    }
+
+    @Test
     void releaseAfterExpiryReportsNotHeldAndLeavesTheNewHolderAlone() throws Exception {
         TcpProxy proxy = TcpProxy.start(redis.host(), redis.port());
         toClose.add(proxy);

@@ -83,6 +83,17 @@ final class RedisErrors {
         }
     }
 
+    /**
+     * Whether Redis refused a command because the user's ACL does not allow it (or one of its keys or channels).
+     *
+     * @param error a failure, classified or not
+     * @return whether it is that refusal
+     */
+    static boolean noPermission(Throwable error) {
+        Throwable cause = error instanceof LockServiceException && error.getCause() != null ? error.getCause() : error;
+        return cause instanceof RedisCommandExecutionException && String.valueOf(cause.getMessage()).startsWith("NOPERM");
+    }
+
     /** A lock command whose connection could not be opened within the connect timeout: it never left. */
     static final class ConnectTimeoutException extends NotConnectedException {
 
