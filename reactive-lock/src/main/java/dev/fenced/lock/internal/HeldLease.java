@@ -219,6 +219,11 @@ final class HeldLease implements FencedLease {
         return markLost(reason, State.HELD, null, Signal.SCHEDULED);
     }
 
+    /** Marks the lease lost for the given cause and signals it off the calling thread; false if it was not held. */
+    boolean markLost(LossReason reason, Throwable cause) {
+        return markLost(reason, State.HELD, cause, Signal.SCHEDULED);
+    }
+
     /** Marks the lease lost and signals it on the calling thread (for the test kit); false if it was not held. */
     boolean loseOnCallingThread(LossReason reason) {
         return markLost(reason, State.HELD, null, Signal.INLINE);

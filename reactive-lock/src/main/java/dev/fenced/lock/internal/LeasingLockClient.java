@@ -16,6 +16,7 @@ import java.util.Objects;
 import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.ExecutionException;
+import java.util.concurrent.RejectedExecutionException;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.TimeoutException;
 import java.util.concurrent.atomic.AtomicBoolean;
@@ -131,6 +132,9 @@ public final class LeasingLockClient implements FencedLockClient {
             if (closed.get()) {
                 return Mono.error(LockClientClosedException.of(name));
             }
+            if (renewer.schedulerDisposed()) {
+                return Mono.error(schedulerRejected(name));
+            }
             FencedLease enclosing = LeaseContext.find(ctx, name);
             if (enclosing != null && ownedByThisClient(enclosing)) {
                 return reuse(enclosing);
@@ -143,6 +147,14 @@ public final class LeasingLockClient implements FencedLockClient {
             return observed(name, emission == null ? acquire : acquire.publishOn(emission));
         }).doOnDiscard(HeldLease.class, lease -> lease.releaseQuietly().subscribe())
                 .contextWrite(DroppedLeases::releaseIn);
+    }
+
+    /** An acquire refused up front: a lease granted now could never be renewed. */
+    static RejectedExecutionException schedulerRejected(String name) {
+        return new RejectedExecutionException("Cannot acquire lock '" + name + "': the lock client's scheduler rejected "
+                + "work (it is disposed), so nothing could renew a lease. An injected scheduler must outlive the client: "
+                + "StepVerifier.withVirtualTime disposes its scheduler when the verification ends, so build a client per "
+                + "verification, or inject VirtualTimeScheduler.create() and dispose it after the client is closed");
     }
 
     private Mono<FencedLease> observed(String name, Mono<FencedLease> acquire) {
