@@ -46,8 +46,9 @@ public interface FencedLockClient extends AutoCloseable {
      * the reply (Reactor's timeout operator drops the late value). Reactor hands such a value to
      * {@code Hooks.onNextDropped}; the hook installed here releases it if it is a lease (one handler in the
      * JVM, added again only if it was removed; Reactor's hook is cumulative, so other handlers keep running;
-     * values other than leases are ignored, and Reactor's default debug log of dropped values stops). A value that Reactor discards without any hook
-     * (the loser of {@code Mono.firstWithSignal}) is bounded only by
+     * values other than leases are ignored, and Reactor's default debug log of dropped values stops). A value
+     * that Reactor discards without any hook (the loser of {@code Mono.firstWithSignal}) is released once the
+     * garbage collector has collected it (see {@link FencedLease}), and in any case bounded by
      * {@link FencedLockClientBuilder#maxHold(Duration)}. Bound a wait with
      * {@link AcquireOptions#withMaxWait(Duration)}, not with {@code timeout()}.
      */

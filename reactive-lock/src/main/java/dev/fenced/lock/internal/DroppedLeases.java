@@ -43,7 +43,7 @@ public final class DroppedLeases {
     private static final Consumer<Object> GLOBAL = dropped -> {
         if (dropped == PROBE) {
             probeSeen = true;
-        } else if (dropped instanceof HeldLease || dropped instanceof AcquireAttempt.Result) {
+        } else if (dropped instanceof HeldLease || dropped instanceof LeaseHandle || dropped instanceof AcquireAttempt.Result) {
             release(dropped);
         }
     };
@@ -96,7 +96,7 @@ public final class DroppedLeases {
     }
 
     private static void release(Object dropped) {
-        HeldLease lease = dropped instanceof HeldLease held ? held
+        HeldLease lease = dropped instanceof dev.fenced.lock.FencedLease l ? HeldLease.of(l)
                 : dropped instanceof AcquireAttempt.Result result ? result.lease() : null;
         if (lease != null) {
             log.debug("A lease was dropped as its subscriber cancelled: releasing {}", lease);

@@ -928,6 +928,31 @@ class LeasingLockClientTest {
     }
 
     @Test
+    void aLeaseThatNoCodeCanReachIsReleasedOnceItsHandleIsCollected() throws InterruptedException {
+        client.acquire(LOCK).subscribe(lease -> { }); // dropped as it arrives, as the loser of firstWithSignal drops it
+        assertThat(memory.holder(LOCK)).as("granted").isPresent();
+        // Bounded by the collector, not by a timer: collect until it is released, or give up after a while.
+        long giveUp = System.nanoTime() + Duration.ofSeconds(30).toNanos();
+        while (memory.holder(LOCK).isPresent() && System.nanoTime() - giveUp < 0) {
+            System.gc();
+            Thread.sleep(10);
+        }
+        assertThat(memory.holder(LOCK)).as("released once its handle was collected").isEmpty();
+        assertThat(client.heldLeases()).as("no longer renewed").isZero();
+    }
+
+    @Test
+    void aLeaseHeldOnlyThroughAPendingReleaseIsNotCollectedEarly() throws InterruptedException {
+        Mono<ReleaseOutcome> releaseLater = acquire(LOCK).release(); // the handle itself is no longer referenced here
+        for (int i = 0; i < 20; i++) {
+            System.gc();
+            Thread.sleep(10);
+        }
+        assertThat(memory.holder(LOCK)).as("still held: the pending release keeps its handle reachable").isPresent();
+        StepVerifier.create(releaseLater).expectNext(ReleaseOutcome.RELEASED).verifyComplete();
+    }
+
+    @Test
     void aLeaseNobodyReleasesIsRenewedOnlyForTheMaximumHold() {
         LeasingLockClient bounded = LeasingLockClient.create(store, ClientSettings.of("test:", Duration.ofSeconds(3), null,
                 Duration.ofSeconds(10), null, clock).withMaxHold(Duration.ofSeconds(10)));
