@@ -1,12 +1,9 @@
 package dev.fenced.lock.internal;
 
-import dev.fenced.lock.FencedLease;
 import dev.fenced.lock.LeaseLostException;
 import dev.fenced.lock.ReleaseOutcome;
-import dev.fenced.lock.StaleFencingTokenException;
 import java.lang.ref.Cleaner;
 import java.lang.ref.Reference;
-import java.time.Duration;
 import reactor.core.publisher.Mono;
 import reactor.util.Logger;
 import reactor.util.Loggers;
@@ -20,7 +17,7 @@ import reactor.util.Loggers;
  * work runs (the Reactor Context, {@code withLease}), and so does a subscriber of {@link #lost()} or a Mono that
  * {@link #release()} returned. Thread-safe.
  */
-final class LeaseHandle implements FencedLease {
+final class LeaseHandle extends ForwardingLease {
 
     private static final Logger log = Loggers.getLogger(LeaseHandle.class);
 
@@ -30,6 +27,7 @@ final class LeaseHandle implements FencedLease {
     private final HeldLease lease;
 
     private LeaseHandle(HeldLease lease) {
+        super(lease);
         this.lease = lease;
     }
 
@@ -50,41 +48,6 @@ final class LeaseHandle implements FencedLease {
     }
 
     @Override
-    public String name() {
-        return lease.name();
-    }
-
-    @Override
-    public long token() {
-        return lease.token();
-    }
-
-    @Override
-    public String lockId() {
-        return lease.lockId();
-    }
-
-    @Override
-    public String ownerId() {
-        return lease.ownerId();
-    }
-
-    @Override
-    public Duration leaseTime() {
-        return lease.leaseTime();
-    }
-
-    @Override
-    public Duration remainingValidity() {
-        return lease.remainingValidity();
-    }
-
-    @Override
-    public boolean isHeld() {
-        return lease.isHeld();
-    }
-
-    @Override
     public Mono<LeaseLostException> lost() {
         return reachableWhile(lease.lost());
     }
@@ -94,19 +57,9 @@ final class LeaseHandle implements FencedLease {
         return reachableWhile(lease.release());
     }
 
-    @Override
-    public void reportRejectedWrite(StaleFencingTokenException rejection) {
-        lease.reportRejectedWrite(rejection);
-    }
-
     /** The Mono, holding this handle until it ends: whoever holds or subscribed to it can still use the lease. */
     private <T> Mono<T> reachableWhile(Mono<T> mono) {
         return mono.doFinally(signal -> Reference.reachabilityFence(this));
-    }
-
-    @Override
-    public String toString() {
-        return lease.toString();
     }
 
     /** Releases a lease whose handle was collected; holds the lease only, never the handle. */
