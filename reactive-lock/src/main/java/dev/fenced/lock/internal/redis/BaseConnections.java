@@ -22,8 +22,9 @@ import reactor.util.Logger;
 import reactor.util.Loggers;
 
 /**
- * What both kinds of {@link RedisConnections} share: a lazily opened command connection that inspects the
- * server when it opens, a lazily opened pub/sub connection, and closing.
+ * What both kinds of {@link RedisConnections} share: a lazily opened command connection and a lazily opened
+ * connection for acquires followed by {@code WAIT}, each inspecting the server when it opens (whichever reaches a
+ * server of another identity first reports it), a lazily opened pub/sub connection, and closing.
  *
  * @param <C> the command connection type
  * @param <P> the pub/sub connection type
@@ -57,6 +58,7 @@ abstract class BaseConnections<C extends StatefulConnection<String, String>, P e
         }
     };
     private volatile ServerInfo server = ServerInfo.UNKNOWN;
+    private final java.util.concurrent.atomic.AtomicBoolean checked = new java.util.concurrent.atomic.AtomicBoolean();
     private volatile CompletableFuture<Void> verified = CompletableFuture.completedFuture(null);
 
     /**
@@ -75,7 +77,9 @@ abstract class BaseConnections<C extends StatefulConnection<String, String>, P e
         this.keyPrefix = keyPrefix;
         this.listener = listener;
         this.commands = new LazyConnection<>(() -> connectCommands.get().toCompletableFuture().thenCompose(this::inspect));
-        this.acknowledged = new LazyConnection<>(() -> connectCommands.get().toCompletableFuture());
+        // Inspected too: with replica acknowledgement every grant comes on this connection, and the command
+        // connection may not open before the first renewal (a failover before it must still be noticed).
+        this.acknowledged = new LazyConnection<>(() -> connectCommands.get().toCompletableFuture().thenCompose(this::inspect));
         this.pubSub = new LazyConnection<>(() -> connectPubSub.get().toCompletableFuture()
                 .thenApply(c -> listen(c, listener)));
         if (!cluster()) {
@@ -155,11 +159,15 @@ abstract class BaseConnections<C extends StatefulConnection<String, String>, P e
         return read(r)
                 .doOnNext(info -> {
                     ServerInfo earlier = server;
-                    server = info;
-                    ServerChecks.warnIfUnsafe(r, info, keyPrefix);
-                    // A connection that replaced a closed one (a shared client without auto-reconnect) is a
-                    // reconnect too.
+                    if (info != ServerInfo.UNKNOWN) {
+                        server = info;
+                    }
+                    // A connection that replaced a closed one (a shared client without auto-reconnect), or the
+                    // second of the two connections that opens on another server, is a reconnect too.
                     String change = cluster() || info == ServerInfo.UNKNOWN ? "" : info.identityChangeFrom(earlier);
+                    if (checked.compareAndSet(false, true) || !change.isEmpty()) {
+                        ServerChecks.warnIfUnsafe(r, info, keyPrefix);
+                    }
                     if (!change.isEmpty()) {
                         log.warn("The Redis server for locks changed ({}): it may have lost every lock, so every lease "
                                 + "held there is reported lost", change);
