@@ -93,28 +93,8 @@ class RedisLockClientIT {
 
     @Test
     void tokensStrictlyIncreaseOverAThousandHandoffsBetweenTwoClients() {
-        FencedLockClient a = client();
-        FencedLockClient b = client();
-        AtomicInteger inside = new AtomicInteger();
-        AtomicBoolean overlapped = new AtomicBoolean();
-        List<Long> tokens = Collections.synchronizedList(new ArrayList<>());
-        Flux<Long> worker = Flux.just(a, b).flatMap(c -> Flux.range(0, 500).concatMap(i -> c.withLease("handoff",
-                lease -> Mono.fromCallable(() -> {
-                    if (inside.incrementAndGet() != 1) {
-                        overlapped.set(true);
-                    }
-                    tokens.add(lease.token());
-                    inside.decrementAndGet();
-                    return lease.token();
-                }))));
-        // flatMap subscribes to both clients' loops at once, so they compete for every handoff.
-        StepVerifier.create(worker).expectNextCount(1_000).expectComplete().verify(Duration.ofSeconds(120));
-
-        assertThat(overlapped).as("two holders at once").isFalse();
-        assertThat(tokens).hasSize(1_000);
-        for (int i = 1; i < tokens.size(); i++) {
-            assertThat(tokens.get(i)).as("token %d", i).isGreaterThan(tokens.get(i - 1));
-        }
+        // Both clients' loops run at once, so they compete for every handoff.
+        LockRaces.handOvers(List.of(client(), client()), "handoff", 500, Duration.ofSeconds(120));
     }
 
     @Test
@@ -187,18 +167,8 @@ class RedisLockClientIT {
      * batcher sends them together, before any connection is open.
      */
     private void burstBeforeTheFirstConnection(FencedLockClient locks) throws Exception {
-        io.netty.channel.DefaultEventLoop loop = new io.netty.channel.DefaultEventLoop();
-        toClose.add(() -> loop.shutdownGracefully(0, 1, java.util.concurrent.TimeUnit.SECONDS));
-        List<CompletableFuture<FencedLease>> leases = new ArrayList<>();
-        loop.submit(() -> {
-            for (int i = 0; i < 64; i++) {
-                leases.add(locks.tryAcquire("burst-" + i).toFuture());
-            }
-        }).get(BOUND.toMillis(), java.util.concurrent.TimeUnit.MILLISECONDS);
-        for (int i = 0; i < 64; i++) {
-            FencedLease lease = leases.get(i).get(BOUND.toMillis(), java.util.concurrent.TimeUnit.MILLISECONDS);
-            assertThat(lease).as("burst-" + i).isNotNull();
-            assertThat(inspector.get(lockKey("burst-" + i))).isEqualTo(lease.ownerId() + ":" + lease.token());
+        for (FencedLease lease : LockRaces.burstOnOneEventLoop(locks, "burst", 64, BOUND)) {
+            assertThat(inspector.get(lockKey(lease.name()))).isEqualTo(lease.ownerId() + ":" + lease.token());
         }
     }
 

@@ -15,6 +15,7 @@ import java.util.List;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CompletionStage;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.function.Supplier;
 import org.jspecify.annotations.Nullable;
 import reactor.core.publisher.Mono;
@@ -58,7 +59,8 @@ abstract class BaseConnections<C extends StatefulConnection<String, String>, P e
         }
     };
     private volatile ServerInfo server = ServerInfo.UNKNOWN;
-    private final java.util.concurrent.atomic.AtomicBoolean checked = new java.util.concurrent.atomic.AtomicBoolean();
+    private final AtomicBoolean checked = new AtomicBoolean();
+    private final AtomicBoolean infoRefusalWarned = new AtomicBoolean();
     private volatile CompletableFuture<Void> verified = CompletableFuture.completedFuture(null);
 
     /**
@@ -179,13 +181,19 @@ abstract class BaseConnections<C extends StatefulConnection<String, String>, P e
     }
 
     /** INFO of the server, or {@link ServerInfo#UNKNOWN} when it cannot be read. */
-    private static Mono<ServerInfo> read(RedisClusterReactiveCommands<String, String> r) {
+    private Mono<ServerInfo> read(RedisClusterReactiveCommands<String, String> r) {
         // One INFO per section: servers before Redis 7 take only one.
         return Mono.zip(r.info("server"), r.info("replication"), (a, b) -> a + "\n" + b)
                 .map(ServerInfo::parse)
                 .timeout(INSPECT_TIMEOUT)
                 .onErrorResume(e -> {
-                    log.debug("Cannot read INFO (not allowed?): {}", e.toString());
+                    if (RedisErrors.noPermission(e) && infoRefusalWarned.compareAndSet(false, true)) {
+                        log.warn("The Redis user may not run INFO ({}): the client cannot tell a restarted or failed-over "
+                                + "server from the one that granted its leases, so such a change loses no lease "
+                                + "(SERVER_CHANGED). Allow +info (see the README's \"Redis requirements\")", e.getMessage());
+                    } else {
+                        log.debug("Cannot read INFO: {}", e.toString());
+                    }
                     return Mono.just(ServerInfo.UNKNOWN);
                 });
     }
