@@ -11,6 +11,7 @@ import dev.fenced.testservices.RedisCluster;
 import dev.fenced.testservices.RedisProcess;
 import dev.fenced.testservices.RedisSentinels;
 import dev.fenced.testservices.RedisServerExtension;
+import dev.fenced.testservices.TcpProxy;
 import io.lettuce.core.RedisClient;
 import io.lettuce.core.RedisURI;
 import io.lettuce.core.api.StatefulRedisConnection;
@@ -58,7 +59,8 @@ import reactor.util.context.Context;
  * The environment matrix of {@code ENVIRONMENTS.md} for lock stores, as one contract: every store (Redis 7 and 6.2
  * standalone, Sentinel, Cluster; PostgreSQL with the pool's default isolation at each level) against every edge
  * (a cold-start burst, a user with exactly the README's ACL, a contended hand-over, close with held leases, a
- * disposed injected scheduler, Reactor's dropped-value hook reset by other code). A cell is named by its
+ * disposed injected scheduler, Reactor's dropped-value hook reset by other code; on the standalone Redis servers,
+ * through a proxy, a reset while a command is held in the network and one silent connection). A cell is named by its
  * environment ("Redis 6.2, cold-start burst"). The servers are started once and shared by every cell; each cell
  * uses a key prefix of its own.
  */
@@ -95,6 +97,36 @@ class StoreEnvironmentsIT {
 
     static Stream<Store> redisStores() {
         return Stream.of(Store.values()).filter(Store::redis);
+    }
+
+    /** The stores a client reaches through one address, which a proxy can stand for. */
+    static Stream<Store> standaloneRedis() {
+        return Stream.of(Store.REDIS_7, Store.REDIS_6);
+    }
+
+    /** A client of the cell's store reached through a proxy, which stands for the network. */
+    private FencedLockClient throughProxy(Cell cell, TcpProxy proxy, FencedLockClientBuilder builder) {
+        return built(builder.redisUri("redis://" + proxy.host() + ":" + proxy.port()).keyPrefix(cell.prefix));
+    }
+
+    private TcpProxy proxyTo(Cell cell) {
+        RedisURI address = RedisURI.create(((RedisEnvironment) cell.env).uri);
+        TcpProxy proxy = TcpProxy.start(address.getHost(), address.getPort());
+        toClose.add(proxy);
+        return proxy;
+    }
+
+    /** Acquires {@code name} once the client has reconnected (acquires fail fast while it is disconnected). */
+    private static FencedLease onceReconnected(FencedLockClient client, String name) throws InterruptedException {
+        long giveUp = System.nanoTime() + BOUND.toNanos();
+        while (true) {
+            try {
+                return client.tryAcquire(name).blockOptional(BOUND).orElseThrow();
+            } catch (LockServiceException notYetConnected) {
+                assertThat(System.nanoTime() - giveUp).as("reconnected in time").isNegative();
+                Thread.sleep(20);
+            }
+        }
     }
 
     private static Cell cell(Store store) {
@@ -142,17 +174,18 @@ class StoreEnvironmentsIT {
         fenced.addAppender(events);
         toClose.add(() -> fenced.detachAppender(events));
         FencedLockClient a = built(cell.env.asUser(FencedLockClient.builder(), user, "pw")
-                .keyPrefix(cell.prefix).leaseTime(Duration.ofSeconds(1)));
-        FencedLockClient b = built(cell.env.asUser(FencedLockClient.builder(), user, "pw")
-                .keyPrefix(cell.prefix).leaseTime(Duration.ofSeconds(1)));
+                .keyPrefix(cell.prefix).leaseTime(Duration.ofSeconds(5)).renewalPeriod(Duration.ofMillis(100)));
+        FencedLockClient b = built(cell.env.asUser(FencedLockClient.builder(), user, "pw").keyPrefix(cell.prefix));
 
         StepVerifier.create(a.ping()).expectNextCount(1).verifyComplete();
         FencedLease held = a.acquire("acl").block(BOUND);
         assertThat(held).isNotNull();
         assertThat(cell.env.clients(held.lockId())).as("the client runs as the user").contains(" user=" + user + " ");
         CompletableFuture<FencedLease> next = b.acquire("acl", AcquireOptions.defaults().withMaxWait(BOUND)).toFuture();
-        Thread.sleep(1_500); // longer than the lease: held on only if renewed; b waits meanwhile
-        assertThat(held.isHeld()).as("renewed by the user").isTrue();
+        // Validity only shrinks until a renewal succeeds, which moves the deadline on (b waits meanwhile).
+        Duration granted = held.remainingValidity();
+        await("a renewal by the user", () -> held.remainingValidity().compareTo(granted) > 0);
+        assertThat(held.isHeld()).isTrue();
 
         StepVerifier.create(held.release()).expectNext(ReleaseOutcome.RELEASED).verifyComplete();
         FencedLease taken = next.get(BOUND.toMillis(), TimeUnit.MILLISECONDS);
@@ -172,6 +205,52 @@ class StoreEnvironmentsIT {
             clients.add(client(cell, FencedLockClient.builder().maxWait(BOUND)));
         }
         LockRaces.handOvers(clients, "hand-over", 25, BOUND);
+    }
+
+    @ParameterizedTest(name = "{0}, reset while a command is blocked")
+    @MethodSource("standaloneRedis")
+    void aResetWhileAnAcquireIsHeldInTheNetworkFailsItAndLeavesNoLockBehind(Store store) throws Exception {
+        Cell cell = cell(store);
+        TcpProxy proxy = proxyTo(cell);
+        FencedLockClient locks = throughProxy(cell, proxy, FencedLockClient.builder());
+        FencedLease before = locks.acquire("held-before").block(BOUND); // connected, and a lease on that server
+        assertThat(before).isNotNull();
+        proxy.blackhole();
+        CompletableFuture<FencedLease> blocked = locks.tryAcquire("blocked").toFuture();
+
+        proxy.resetAll();
+        proxy.resume();
+
+        assertThat(blocked).failsWithin(BOUND).withThrowableThat().havingCause().isInstanceOf(LockServiceException.class);
+        FencedLease after = onceReconnected(locks, "blocked");
+        assertThat(cell.env.holds(after.lockId())).as("granted once reconnected: nothing was left behind").isTrue();
+        assertThat(before.isHeld()).as("the same server after the reset: the lease is kept").isTrue();
+    }
+
+    @ParameterizedTest(name = "{0}, one silent connection")
+    @MethodSource("standaloneRedis")
+    void aSilentConnectionFailsCommandsWithinTheirTimeoutAndLosesItsLeasesLoudly(Store store) throws Exception {
+        Cell cell = cell(store);
+        TcpProxy proxy = proxyTo(cell);
+        FencedLockClient silent = throughProxy(cell, proxy,
+                FencedLockClient.builder().leaseTime(Duration.ofSeconds(1)).commandTimeout(Duration.ofMillis(200)));
+        FencedLockClient healthy = client(cell, FencedLockClient.builder());
+        FencedLease held = silent.acquire("silent").block(BOUND);
+        assertThat(held).isNotNull();
+
+        proxy.blackhole();
+
+        StepVerifier.create(silent.tryAcquire("silent-other"))
+                .verifyErrorSatisfies(e -> assertThat(e).isInstanceOf(LockServiceException.class)
+                        .hasMessageContaining("no reply within the command timeout of 200 ms"));
+        StepVerifier.create(held.lost())
+                .assertNext(loss -> assertThat(loss.reason()).isEqualTo(LossReason.EXPIRED))
+                .verifyComplete();
+        FencedLease next = healthy.acquire("silent", AcquireOptions.defaults().withMaxWait(BOUND)).block(BOUND);
+        assertThat(next).as("the other client gets the lock once the silent one's lease ran out").isNotNull();
+        proxy.resume();
+        StepVerifier.create(held.release()).expectNext(ReleaseOutcome.NOT_HELD).verifyComplete();
+        assertThat(next.isHeld()).isTrue();
     }
 
     @ParameterizedTest(name = "{0}, close() with held leases")
