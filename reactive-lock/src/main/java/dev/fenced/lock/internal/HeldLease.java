@@ -41,7 +41,7 @@ final class HeldLease implements FencedLease {
     private volatile long deadline;
     private volatile @Nullable LeaseLostException loss;
     private volatile boolean frozen;
-    private WeakReference<LeaseHandle> handle = new WeakReference<>(null);
+    private volatile WeakReference<LeaseHandle> handle = new WeakReference<>(null);
 
     // Confined to the renewer's worker, which sees the constructor's values through Renewer.track; the
     // acquiring thread reads renewAt there too, before the worker can change it. dueAt and heapSlot are the
