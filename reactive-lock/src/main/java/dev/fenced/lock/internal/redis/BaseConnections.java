@@ -11,7 +11,10 @@ import io.lettuce.core.api.StatefulConnection;
 import io.lettuce.core.cluster.api.reactive.RedisClusterReactiveCommands;
 import java.net.SocketAddress;
 import java.time.Duration;
+import java.util.Collections;
 import java.util.List;
+import java.util.Map;
+import java.util.WeakHashMap;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CompletionStage;
 import java.util.concurrent.TimeUnit;
@@ -60,6 +63,8 @@ abstract class BaseConnections<C extends StatefulConnection<String, String>, P e
     };
     private volatile ServerInfo server = ServerInfo.UNKNOWN;
     private final AtomicBoolean checked = new AtomicBoolean();
+    /** The server each connection found when it last (re)connected, by its commands; weak, connections come and go. */
+    private final Map<Object, ServerInfo> identities = Collections.synchronizedMap(new WeakHashMap<>());
     private final AtomicBoolean infoRefusalWarned = new AtomicBoolean();
     private volatile CompletableFuture<Void> verified = CompletableFuture.completedFuture(null);
 
@@ -156,10 +161,25 @@ abstract class BaseConnections<C extends StatefulConnection<String, String>, P e
         return gate.isDone() ? Mono.empty() : Mono.fromFuture(gate, true);
     }
 
+    @Override
+    public final ServerInfo serverOf(RedisClusterReactiveCommands<String, String> r) {
+        ServerInfo info = identities.get(r);
+        return info != null ? info : ServerInfo.UNKNOWN;
+    }
+
+    @Override
+    public final void discardAcknowledged(RedisClusterReactiveCommands<String, String> r) {
+        C current = acknowledged.current();
+        if (current != null && reactive(current) == r) {
+            acknowledged.discard(current);
+        }
+    }
+
     private CompletableFuture<C> inspect(C connection) {
         RedisClusterReactiveCommands<String, String> r = reactive(connection);
         return read(r)
                 .doOnNext(info -> {
+                    identities.put(r, info);
                     ServerInfo earlier = server;
                     if (info != ServerInfo.UNKNOWN) {
                         server = info;
@@ -206,8 +226,10 @@ abstract class BaseConnections<C extends StatefulConnection<String, String>, P e
         CompletableFuture<Void> gate = new CompletableFuture<>();
         verified = gate;
         ServerInfo earlier = server;
-        read(reactive(connection)).subscribe(info -> {
+        RedisClusterReactiveCommands<String, String> r = reactive(connection);
+        read(r).subscribe(info -> {
             try {
+                identities.put(r, info);
                 if (info != ServerInfo.UNKNOWN) {
                     server = info;
                     String change = info.identityChangeFrom(earlier);
