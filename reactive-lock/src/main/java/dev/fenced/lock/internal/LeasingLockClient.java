@@ -151,7 +151,7 @@ public final class LeasingLockClient implements FencedLockClient {
     }
 
     /** An acquire refused up front: a lease granted now could never be renewed. */
-    static RejectedExecutionException schedulerRejected(String name) {
+    private static RejectedExecutionException schedulerRejected(String name) {
         return new RejectedExecutionException("Cannot acquire lock '" + name + "': the lock client's scheduler rejected "
                 + "work (it is disposed), so nothing could renew a lease. An injected scheduler must outlive the client: "
                 + "StepVerifier.withVirtualTime disposes its scheduler when the verification ends, so build a client per "
