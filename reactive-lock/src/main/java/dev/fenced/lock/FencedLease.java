@@ -15,6 +15,12 @@ import reactor.core.publisher.Mono;
  * <p>While held, the lease is renewed in the background. When it is lost, {@link #lost()} emits a
  * {@link LeaseLostException}; loss is never silent.
  *
+ * <p>A lease that no code can reach any more (dropped by its subscriber, as the loser of
+ * {@code Mono.firstWithSignal} drops it) is released once the garbage collector has collected this object: that
+ * is bounded by the collector, not by a timer, and {@link FencedLockClientBuilder#maxHold(Duration)} stays the
+ * hard bound. A {@code withLease} scope's Reactor Context, a subscriber of {@link #lost()} and a Mono that
+ * {@link #release()} returned keep it reachable; code that keeps only the token does not.
+ *
  * <p>Thread-safe. {@link #lost()} never signals on the thread that renews: a loss found by a renewal, a
  * release or a reconnect is signalled on the client's emission scheduler (by default Reactor's
  * {@code Schedulers.parallel()}); a loss the caller causes ({@link #reportRejectedWrite}, closing the client)

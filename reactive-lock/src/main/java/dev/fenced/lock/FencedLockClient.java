@@ -37,16 +37,18 @@ public interface FencedLockClient extends AutoCloseable {
     }
 
     /**
-     * Makes Reactor release a lease that a subscriber drops. Every client installs this when it is created,
-     * so calling it is needed only to install it earlier.
+     * Makes Reactor release a lease that a subscriber drops. Every client checks when it is built that this
+     * hook is in place, and installs it again if other code removed it ({@code Hooks.resetOnNextDropped()});
+     * calling this is needed only to install it earlier, or again after such a reset once clients exist.
      *
      * <p>A subscriber that is gone in the very moment its lease arrives can drop the lease: a lambda subscriber
      * ({@code acquire(name).subscribe(lease -> ...)}) disposed then, or {@code acquire(name).timeout(d)} racing
      * the reply (Reactor's timeout operator drops the late value). Reactor hands such a value to
-     * {@code Hooks.onNextDropped}; the hook installed here releases it if it is a lease (once per JVM;
-     * Reactor's hook is cumulative, so other handlers keep running; values other than leases are ignored, and
-     * Reactor's default debug log of dropped values stops). A value that Reactor discards without any hook
-     * (the loser of {@code Mono.firstWithSignal}) is bounded only by
+     * {@code Hooks.onNextDropped}; the hook installed here releases it if it is a lease (one handler in the
+     * JVM, added again only if it was removed; Reactor's hook is cumulative, so other handlers keep running;
+     * values other than leases are ignored, and Reactor's default debug log of dropped values stops). A value
+     * that Reactor discards without any hook (the loser of {@code Mono.firstWithSignal}) is released once the
+     * garbage collector has collected it (see {@link FencedLease}), and in any case bounded by
      * {@link FencedLockClientBuilder#maxHold(Duration)}. Bound a wait with
      * {@link AcquireOptions#withMaxWait(Duration)}, not with {@code timeout()}.
      */

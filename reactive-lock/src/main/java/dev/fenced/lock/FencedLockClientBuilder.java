@@ -330,10 +330,11 @@ public final class FencedLockClientBuilder {
 
     /**
      * How long a lease is renewed at most, counted from its grant. A lease still held then is no longer renewed
-     * and is lost ({@link LossReason#EXPIRED}) at its deadline, with a warning in the log. This bounds the one
-     * leak the client cannot see: a lease that reached no subscriber and no hook (for example the losing value
-     * of {@code Mono.firstWithSignal}, which Reactor discards without a trace) would otherwise be renewed until
-     * the client closes. Choose it above the longest work a lease protects. Default: no bound.
+     * and is lost ({@link LossReason#EXPIRED}) at its deadline, with a warning in the log. This is the hard bound
+     * on the one leak no hook sees: a lease that reached no subscriber and no hook (for example the losing value
+     * of {@code Mono.firstWithSignal}, which Reactor discards without a trace) is released once the garbage
+     * collector has collected it, which the collector bounds, not a timer (see {@link FencedLease}). Choose it
+     * above the longest work a lease protects. Default: no bound.
      *
      * @param maxHold positive, at most one day, longer than the lease time (checked by {@link #build()})
      * @return this builder

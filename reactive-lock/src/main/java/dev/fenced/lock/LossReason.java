@@ -27,7 +27,15 @@ public enum LossReason {
      * or reloaded older data ({@code run_id} or {@code master_replid} changed), so it may have lost the lock.
      * Every lease held on that server is lost at once, before a lease granted by the new one is emitted.
      */
-    SERVER_CHANGED("the lock service restarted, failed over or lost its data (its run_id or replication id changed)");
+    SERVER_CHANGED("the lock service restarted, failed over or lost its data (its run_id or replication id changed)"),
+
+    /**
+     * The client's scheduler rejected work while the client was open, so nothing could renew the lease: an
+     * injected scheduler was disposed under the client. {@code StepVerifier.withVirtualTime} disposes its
+     * scheduler when the verification ends, so a second verification on the same client hits this.
+     */
+    SCHEDULER_REJECTED("the client's scheduler rejected work, so nothing can renew it (an injected scheduler was "
+            + "disposed; StepVerifier.withVirtualTime disposes its scheduler when the verification ends)");
 
     private final String description;
 

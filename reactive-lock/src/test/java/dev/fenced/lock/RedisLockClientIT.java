@@ -93,28 +93,8 @@ class RedisLockClientIT {
 
     @Test
     void tokensStrictlyIncreaseOverAThousandHandoffsBetweenTwoClients() {
-        FencedLockClient a = client();
-        FencedLockClient b = client();
-        AtomicInteger inside = new AtomicInteger();
-        AtomicBoolean overlapped = new AtomicBoolean();
-        List<Long> tokens = Collections.synchronizedList(new ArrayList<>());
-        Flux<Long> worker = Flux.just(a, b).flatMap(c -> Flux.range(0, 500).concatMap(i -> c.withLease("handoff",
-                lease -> Mono.fromCallable(() -> {
-                    if (inside.incrementAndGet() != 1) {
-                        overlapped.set(true);
-                    }
-                    tokens.add(lease.token());
-                    inside.decrementAndGet();
-                    return lease.token();
-                }))));
-        // flatMap subscribes to both clients' loops at once, so they compete for every handoff.
-        StepVerifier.create(worker).expectNextCount(1_000).expectComplete().verify(Duration.ofSeconds(120));
-
-        assertThat(overlapped).as("two holders at once").isFalse();
-        assertThat(tokens).hasSize(1_000);
-        for (int i = 1; i < tokens.size(); i++) {
-            assertThat(tokens.get(i)).as("token %d", i).isGreaterThan(tokens.get(i - 1));
-        }
+        // Both clients' loops run at once, so they compete for every handoff.
+        LockRaces.handOvers(List.of(client(), client()), "handoff", 500, Duration.ofSeconds(120));
     }
 
     @Test
@@ -167,6 +147,51 @@ class RedisLockClientIT {
                 .block(BOUND);
         assertThat(second.token()).isGreaterThan(first.token());
         second.release().block(BOUND);
+    }
+
+    @Test
+    void aBurstOfAcquiresOnOneEventLoopBeforeTheFirstConnectionIsOpenAllSucceed() throws Exception {
+        burstBeforeTheFirstConnection(client());
+    }
+
+    @Test
+    void aBurstBeforeTheFirstConnectionSucceedsOnASharedClientWithoutAutoReconnect() throws Exception {
+        RedisClient shared = RedisClient.create();
+        shared.setOptions(io.lettuce.core.ClientOptions.builder().autoReconnect(false).build());
+        toClose.add(shared::shutdown);
+        burstBeforeTheFirstConnection(client(FencedLockClient.builder().redisClient(shared, RedisURI.create(redis.uri()))));
+    }
+
+    /**
+     * 64 acquires in one turn of an event loop (a burst of requests to a service that just started): the
+     * batcher sends them together, before any connection is open.
+     */
+    private void burstBeforeTheFirstConnection(FencedLockClient locks) throws Exception {
+        for (FencedLease lease : LockRaces.burstOnOneEventLoop(locks, "burst", 64, BOUND)) {
+            assertThat(inspector.get(lockKey(lease.name()))).isEqualTo(lease.ownerId() + ":" + lease.token());
+        }
+    }
+
+    @Test
+    void aReleaseSucceedsWhenTheUserMayNotPublishAndItsWaitersFallBackToTimers() {
+        // Redis 7 gives a new user no channels: what `ACL SETUSER app on >pw ~fenced:* +@all` makes.
+        String user = "fenced-c-nochannels-" + UUID.randomUUID();
+        inspector.aclSetuser(user, io.lettuce.core.AclSetuserArgs.Builder.on().addPassword("pw").keyPattern(prefix + "*")
+                .resetChannels().allCommands());
+        toClose.add(() -> inspector.aclDeluser(user));
+        RedisURI asUser = RedisURI.builder(RedisURI.create(redis.uri())).withAuthentication(user, "pw").build();
+        FencedLockClient a = client(FencedLockClient.builder().redisUri(asUser).leaseTime(Duration.ofSeconds(2)));
+        FencedLockClient b = client(FencedLockClient.builder().redisUri(asUser).leaseTime(Duration.ofSeconds(2)));
+        FencedLease held = a.acquire("no-channels").block(BOUND);
+        CompletableFuture<FencedLease> next = b.acquire("no-channels",
+                AcquireOptions.defaults().withMaxWait(Duration.ofSeconds(15))).toFuture();
+
+        StepVerifier.create(held.release()).expectNext(ReleaseOutcome.RELEASED).expectComplete().verify(BOUND);
+        StepVerifier.create(Mono.fromFuture(next))
+                .assertNext(lease -> assertThat(lease.token()).isGreaterThan(held.token()))
+                .expectComplete()
+                .verify(BOUND);
+        assertThat(held.lost().block(BOUND)).as("released, not lost").isNull();
     }
 
     @Test

@@ -17,6 +17,7 @@ import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
 import org.slf4j.LoggerFactory;
 import reactor.core.publisher.Flux;
+import reactor.test.StepVerifier;
 
 /**
  * The lock client through Sentinel on a real primary, replica and three Sentinels started on loopback
@@ -85,6 +86,32 @@ class RedisSentinelIT {
         safe.release().block(BOUND);
         FencedLease next = locks.acquire("acknowledged").block(BOUND);
         assertThat(next.token()).isGreaterThan(safe.token());
+    }
+
+    @Test
+    void withReplicaAcknowledgementAFailoverBeforeTheFirstRenewalLosesTheLease() {
+        // A lease long enough that no renewal (the command connection's first connect) comes within the test: only
+        // the connection that acquires with WAIT has seen the old primary.
+        FencedLockClient acknowledged = FencedLockClient.builder()
+                .redisUri(group.sentinelUri())
+                .keyPrefix(prefix)
+                .leaseTime(Duration.ofMinutes(5))
+                .replicaAcknowledgement(1, Duration.ofMillis(500))
+                .build();
+        clients.add(acknowledged);
+        FencedLease before = acknowledged.acquire("before-failover").block(BOUND);
+        assertThat(before).isNotNull();
+
+        group.killPrimary();
+        group.awaitFailover(BOUND);
+
+        // The replica acknowledged the lock, so the new primary holds it too; only the change of identity, found
+        // when the WAIT connection reconnects, tells the client that the server that granted it is gone.
+        StepVerifier.create(before.lost())
+                .assertNext(loss -> assertThat(loss.reason()).isEqualTo(LossReason.SERVER_CHANGED))
+                .expectComplete()
+                .verify(BOUND);
+        assertThat(before.isHeld()).isFalse();
     }
 
     @Test

@@ -117,6 +117,49 @@ class ServerIdentityIT {
         }
     }
 
+    @Test
+    void aGrantOfTheOldServerThatArrivesAfterTheNewOneWasFoundIsNotEmitted() throws InterruptedException {
+        // Two servers with a replica each, for WAIT; the address (the proxy) leads to the first.
+        RedisProcess firstReplica = replicaOf(first);
+        RedisProcess second = RedisProcess.start();
+        toClose.add(second);
+        RedisProcess secondReplica = replicaOf(second);
+        TcpProxy network = TcpProxy.start(first.host(), first.port());
+        toClose.add(network);
+        FencedLockClient client = FencedLockClient.builder().redisUri("redis://" + network.host() + ":" + network.port())
+                .leaseTime(Duration.ofMinutes(1)).replicaAcknowledgement(1, Duration.ofMillis(500)).build();
+        toClose.add(client);
+        FencedLease before = client.acquire("before").block(BOUND); // on the connection that acquires with WAIT
+        assertThat(before).isNotNull();
+        assertThat(client.ping().block(BOUND)).isNotNull(); // the command connection, on the first server too
+
+        // The address now leads to the second server; only the command connection is cut, and reconnects there.
+        network.retarget(second.host(), second.port());
+        network.resetAfterRequestContaining("PING", 1);
+        client.ping().onErrorResume(e -> reactor.core.publisher.Mono.empty()).block(BOUND);
+        StepVerifier.create(before.lost())
+                .assertNext(loss -> assertThat(loss.reason()).isEqualTo(LossReason.SERVER_CHANGED))
+                .verifyComplete();
+
+        // The WAIT connection still reaches the first server: a grant made there must not be emitted as held.
+        FencedLease after = awaitGrant(client, "after");
+        assertThat(second.call("GET", "fenced:{after}")).as("granted by the server the address leads to now")
+                .isEqualTo(after.ownerId() + ":" + after.token());
+        assertThat(after.isHeld()).isTrue();
+        assertThat(firstReplica.isRunning() && secondReplica.isRunning()).isTrue();
+    }
+
+    private RedisProcess replicaOf(RedisProcess primary) throws InterruptedException {
+        RedisProcess replica = RedisProcess.start("--replicaof", primary.host(), Integer.toString(primary.port()));
+        toClose.add(replica);
+        long giveUp = System.nanoTime() + BOUND.toNanos();
+        while (!String.valueOf(replica.call("INFO", "replication")).contains("master_link_status:up")) {
+            assertThat(System.nanoTime() - giveUp).as("the replica syncs").isNegative();
+            Thread.sleep(20);
+        }
+        return replica;
+    }
+
     /** Acquires {@code name} once the client has reconnected (acquires fail fast while it is disconnected). */
     private static FencedLease awaitGrant(FencedLockClient client, String name) throws InterruptedException {
         long giveUp = System.nanoTime() + BOUND.toNanos();

@@ -223,6 +223,16 @@ class TortureIT {
         assertThat(counter.i6()).as("stalled writes accepted after a later grant's").isPositive();
     }
 
+    /**
+     * Scenario 1's faults (stalls, a frozen child JVM) with every lock client connected as a user that has exactly the
+     * README's ACL and nothing more: acquires, renewals, waits, releases and their notifications all work with it.
+     */
+    @Test
+    @Order(100)
+    void restrictedAclUserStalledHoldersAreRejectedAndNoLockIsLeftBehind() throws Exception {
+        runStalls("10 restricted ACL user", () -> RestrictedRedis.shared(redis.host(), redis.port()));
+    }
+
     @Test
     @Order(110)
     void postgresStoreStalledHoldersIncludingAFrozenJvmAreRejected() throws Exception {

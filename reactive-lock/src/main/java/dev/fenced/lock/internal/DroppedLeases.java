@@ -1,8 +1,8 @@
 package dev.fenced.lock.internal;
 
-import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.function.Consumer;
 import reactor.core.publisher.Hooks;
+import reactor.core.publisher.Operators;
 import reactor.util.Logger;
 import reactor.util.Loggers;
 import reactor.util.context.Context;
@@ -16,7 +16,7 @@ import reactor.util.context.ContextView;
  * lease dropped there would be renewed until the client closes. Reactor looks up a drop handler in the
  * subscriber's Context under {@value #KEY} before its global hook, so the acquire pipeline puts one there.
  * Values other than leases are only logged, as Reactor's default does. A subscriber outside the pipeline
- * (a user's lambda subscriber) is reached only by the global hook, installed on request.
+ * (a user's lambda subscriber) is reached only by the global hook, which every client checks when it is built.
  */
 public final class DroppedLeases {
 
@@ -27,23 +27,53 @@ public final class DroppedLeases {
 
     private static final Consumer<Object> RELEASE = DroppedLeases::release;
 
-    private static final AtomicBoolean INSTALLED = new AtomicBoolean();
+    /** Recognised by the global handler only: shows whether the handler is still in Reactor's hook. */
+    private static final Object PROBE = new Object() {
+        @Override
+        public String toString() {
+            return "a probe of the Fenced onNextDropped hook (ignore it)";
+        }
+    };
+
+    /** Set by the global handler when it sees {@link #PROBE}; read under the class lock. */
+    private static volatile boolean probeSeen;
+
+    private static boolean installedBefore;
+
+    private static final Consumer<Object> GLOBAL = dropped -> {
+        if (dropped == PROBE) {
+            probeSeen = true;
+        } else if (dropped instanceof HeldLease || dropped instanceof LeaseHandle || dropped instanceof AcquireAttempt.Result) {
+            release(dropped);
+        }
+    };
 
     private DroppedLeases() {
     }
 
     /**
-     * Adds, once per JVM, a global {@code Hooks.onNextDropped} handler that releases dropped leases. Reactor's
+     * Makes sure Reactor's global {@code Hooks.onNextDropped} hook holds a handler that releases dropped leases,
+     * and adds it if not: the first time, and again after other code removed it ({@code Hooks.resetOnNextDropped()},
+     * which test set-ups call). It checks by dropping a probe value that only this handler recognises. Reactor's
      * hook is cumulative, so handlers installed by others keep running; values other than leases are ignored.
      */
-    public static void installGlobalHook() {
-        if (INSTALLED.compareAndSet(false, true)) {
-            Hooks.onNextDropped(dropped -> {
-                if (dropped instanceof HeldLease || dropped instanceof AcquireAttempt.Result) {
-                    release(dropped);
-                }
-            });
+    public static synchronized void installGlobalHook() {
+        probeSeen = false;
+        try {
+            Operators.onNextDropped(PROBE, Context.empty());
+        } catch (RuntimeException e) {
+            // A handler of others that throws on every dropped value: ours may sit behind it; add it to be sure.
+            log.debug("A handler in Reactor's onNextDropped hook threw on the probe: {}", e.toString());
         }
+        if (probeSeen) {
+            return;
+        }
+        if (installedBefore) {
+            log.info("Reactor's onNextDropped hook no longer holds the handler that releases dropped leases (other code "
+                    + "called Hooks.resetOnNextDropped()): added it again");
+        }
+        Hooks.onNextDropped(GLOBAL);
+        installedBefore = true;
     }
 
     /**
@@ -66,7 +96,7 @@ public final class DroppedLeases {
     }
 
     private static void release(Object dropped) {
-        HeldLease lease = dropped instanceof HeldLease held ? held
+        HeldLease lease = dropped instanceof dev.fenced.lock.FencedLease l ? HeldLease.of(l)
                 : dropped instanceof AcquireAttempt.Result result ? result.lease() : null;
         if (lease != null) {
             log.debug("A lease was dropped as its subscriber cancelled: releasing {}", lease);

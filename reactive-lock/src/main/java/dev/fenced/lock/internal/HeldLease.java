@@ -5,6 +5,7 @@ import dev.fenced.lock.LeaseLostException;
 import dev.fenced.lock.LossReason;
 import dev.fenced.lock.ReleaseOutcome;
 import dev.fenced.lock.StaleFencingTokenException;
+import java.lang.ref.WeakReference;
 import java.time.Duration;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicReference;
@@ -40,6 +41,7 @@ final class HeldLease implements FencedLease {
     private volatile long deadline;
     private volatile @Nullable LeaseLostException loss;
     private volatile boolean frozen;
+    private volatile WeakReference<LeaseHandle> handle = new WeakReference<>(null);
 
     // Confined to the renewer's worker, which sees the constructor's values through Renewer.track; the
     // acquiring thread reads renewAt there too, before the worker can change it. dueAt and heapSlot are the
@@ -219,6 +221,11 @@ final class HeldLease implements FencedLease {
         return markLost(reason, State.HELD, null, Signal.SCHEDULED);
     }
 
+    /** Marks the lease lost for the given cause and signals it off the calling thread; false if it was not held. */
+    boolean markLost(LossReason reason, Throwable cause) {
+        return markLost(reason, State.HELD, cause, Signal.SCHEDULED);
+    }
+
     /** Marks the lease lost and signals it on the calling thread (for the test kit); false if it was not held. */
     boolean loseOnCallingThread(LossReason reason) {
         return markLost(reason, State.HELD, null, Signal.INLINE);
@@ -303,6 +310,38 @@ final class HeldLease implements FencedLease {
 
     LeaseRuntime runtime() {
         return runtime;
+    }
+
+    /**
+     * The handle the application gets, made once: the lease is released once the handle is collected
+     * ({@link LeaseHandle}). This lease holds it weakly, so that the renewer, which holds this lease, does not
+     * keep it reachable.
+     */
+    synchronized LeaseHandle handle() {
+        LeaseHandle existing = handle.get();
+        if (existing != null) {
+            return existing;
+        }
+        LeaseHandle made = LeaseHandle.of(this);
+        handle = new WeakReference<>(made);
+        return made;
+    }
+
+    /** The handle while it exists, else this lease: what a listing of held leases shows. */
+    FencedLease publicView() {
+        LeaseHandle existing = handle.get();
+        return existing != null ? existing : this;
+    }
+
+    /**
+     * The internal lease behind a lease of the public API: a handle's lease, or the lease itself; {@code null} for
+     * a nested view (whose scope does not own the lease) or a lease of another implementation.
+     *
+     * @param lease a lease
+     * @return the held lease, or {@code null}
+     */
+    static @Nullable HeldLease of(FencedLease lease) {
+        return lease instanceof LeaseHandle h ? h.lease() : lease instanceof HeldLease held ? held : null;
     }
 
     /** The owner-checked release of this lease's lock, counted as in flight so that close lets it finish. */

@@ -16,6 +16,7 @@ import java.util.Objects;
 import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.ExecutionException;
+import java.util.concurrent.RejectedExecutionException;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.TimeoutException;
 import java.util.concurrent.atomic.AtomicBoolean;
@@ -131,18 +132,38 @@ public final class LeasingLockClient implements FencedLockClient {
             if (closed.get()) {
                 return Mono.error(LockClientClosedException.of(name));
             }
+            if (renewer.schedulerDisposed()) {
+                return Mono.error(schedulerRejected(name));
+            }
             FencedLease enclosing = LeaseContext.find(ctx, name);
             if (enclosing != null && ownedByThisClient(enclosing)) {
                 return reuse(enclosing);
             }
-            Mono<FencedLease> acquire = maxWait.isZero()
+            // The application gets the lease's handle: collected, it releases the lease (LeaseHandle).
+            Mono<FencedLease> acquire = (maxWait.isZero()
                     ? attempts.run(name, leaseNanos).mapNotNull(AcquireAttempt.Result::lease)
-                    : AcquireWaiter.waitFor(runtime, waiters, attempts, name, leaseNanos, maxWait, settings.maxWaitersPerLock())
-                            .cast(FencedLease.class);
+                    : AcquireWaiter.waitFor(runtime, waiters, attempts, name, leaseNanos, maxWait, settings.maxWaitersPerLock()))
+                    .map(HeldLease::handle);
             Scheduler emission = settings.emissionScheduler();
             return observed(name, emission == null ? acquire : acquire.publishOn(emission));
-        }).doOnDiscard(HeldLease.class, lease -> lease.releaseQuietly().subscribe())
+        }).doOnDiscard(FencedLease.class, LeasingLockClient::releaseDiscarded)
                 .contextWrite(DroppedLeases::releaseIn);
+    }
+
+    /** An acquire refused up front: a lease granted now could never be renewed. */
+    private static RejectedExecutionException schedulerRejected(String name) {
+        return new RejectedExecutionException("Cannot acquire lock '" + name + "': the lock client's scheduler rejected "
+                + "work (it is disposed), so nothing could renew a lease. An injected scheduler must outlive the client: "
+                + "StepVerifier.withVirtualTime disposes its scheduler when the verification ends, so build a client per "
+                + "verification, or inject VirtualTimeScheduler.create() and dispose it after the client is closed");
+    }
+
+    /** A lease discarded on its way to the subscriber is released (a nested view is its scope's to release). */
+    private static void releaseDiscarded(FencedLease lease) {
+        HeldLease held = HeldLease.of(lease);
+        if (held != null) {
+            held.releaseQuietly().subscribe();
+        }
     }
 
     private Mono<FencedLease> observed(String name, Mono<FencedLease> acquire) {
@@ -164,7 +185,8 @@ public final class LeasingLockClient implements FencedLockClient {
     /** A lease of another client (another prefix or Redis) on the same name is a different lock. */
     private boolean ownedByThisClient(FencedLease lease) {
         FencedLease root = lease instanceof NestedLease nested ? nested.outer() : lease;
-        return root instanceof HeldLease held && held.runtime() == runtime;
+        HeldLease held = HeldLease.of(root);
+        return held != null && held.runtime() == runtime;
     }
 
     private static Mono<FencedLease> reuse(FencedLease enclosing) {
@@ -172,7 +194,8 @@ public final class LeasingLockClient implements FencedLockClient {
             return Mono.just(new NestedLease(enclosing));
         }
         FencedLease root = enclosing instanceof NestedLease nested ? nested.outer() : enclosing;
-        LeaseLostException loss = root instanceof HeldLease held ? held.loss() : null;
+        HeldLease held = HeldLease.of(root);
+        LeaseLostException loss = held != null ? held.loss() : null;
         return Mono.error(loss != null ? loss : LeaseLostException.of(root.name(), root.token(), LossReason.EXPIRED));
     }
 
@@ -203,7 +226,10 @@ public final class LeasingLockClient implements FencedLockClient {
     }
 
     private static Mono<Void> endScope(FencedLease lease) {
-        return lease instanceof HeldLease held ? held.releaseQuietly() : lease.release().then();
+        HeldLease held = HeldLease.of(lease);
+        // The handle stays reachable until the scope's release has ended.
+        return held != null ? held.releaseQuietly().doFinally(s -> java.lang.ref.Reference.reachabilityFence(lease))
+                : lease.release().then();
     }
 
     /** Runs the work with the lease in its Context; cancels it and fails when the lease is lost. */
@@ -322,7 +348,7 @@ public final class LeasingLockClient implements FencedLockClient {
      * @return the held leases
      */
     public List<FencedLease> heldLeaseList() {
-        return List.copyOf(renewer.held());
+        return renewer.held().stream().map(HeldLease::publicView).toList();
     }
 
     /** What this client's lifecycle shares, for tests. */

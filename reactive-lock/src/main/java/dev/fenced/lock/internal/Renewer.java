@@ -107,6 +107,18 @@ final class Renewer {
         }
     }
 
+    /**
+     * Whether the scheduler is disposed while the client is open; if so, every held lease is lost now
+     * ({@link LossReason#SCHEDULER_REJECTED}), since none can be renewed.
+     */
+    boolean schedulerDisposed() {
+        if (!scheduler.isDisposed() || stopped) {
+            return false;
+        }
+        schedulerRejected(new RejectedExecutionException("the renewal scheduler is disposed"));
+        return true;
+    }
+
     /** Stops renewing the lease; from any thread. The heap drops it lazily. */
     void forget(HeldLease lease) {
         if (leases.remove(lease)) {
@@ -136,9 +148,11 @@ final class Renewer {
             log.debug("Renewer stopped; dropped a task");
             return;
         }
-        log.warn("The renewal scheduler rejected work ({}): every held lease is lost, since none can be renewed", e.toString());
+        log.warn("The renewal scheduler rejected work ({}): every held lease is lost, since none can be renewed. An "
+                + "injected scheduler must outlive the client (StepVerifier.withVirtualTime disposes its scheduler when "
+                + "the verification ends)", e.toString());
         for (HeldLease lease : leases) {
-            lease.markLost(LossReason.EXPIRED);
+            lease.markLost(LossReason.SCHEDULER_REJECTED, e);
         }
     }
 

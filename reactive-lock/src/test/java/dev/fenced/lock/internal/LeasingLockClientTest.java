@@ -913,8 +913,11 @@ class LeasingLockClientTest {
         FencedLease first = onOwn.acquire("a").block(Duration.ofSeconds(5));
         assertThat(first).isNotNull();
         own.dispose(); // the application disposed the scheduler it injected
-        StepVerifier.create(onOwn.acquire("b")).assertNext(b -> assertThat(b.isHeld()).isFalse()).verifyComplete();
-        StepVerifier.create(first.lost()).assertNext(loss -> assertThat(loss.reason()).isEqualTo(LossReason.EXPIRED))
+        StepVerifier.create(onOwn.acquire("b"))
+                .verifyErrorSatisfies(e -> assertThat(e).isExactlyInstanceOf(java.util.concurrent.RejectedExecutionException.class)
+                        .hasMessageStartingWith("Cannot acquire lock 'b': the lock client's scheduler rejected work"));
+        StepVerifier.create(first.lost())
+                .assertNext(loss -> assertThat(loss.reason()).isEqualTo(LossReason.SCHEDULER_REJECTED))
                 .verifyComplete();
     }
 
@@ -960,6 +963,74 @@ class LeasingLockClientTest {
         Operators.onNextDropped(lease, reactor.util.context.Context.empty());
         assertThat(memory.holder(LOCK)).as("released, not renewed until close").isEmpty();
         assertThat(lease.isHeld()).isFalse();
+    }
+
+    @Test
+    void aClientBuiltAfterOtherCodeResetTheDroppedValueHookInstallsItAgain() {
+        acquire("before-the-reset").release().block(Duration.ofSeconds(1)); // a client exists: the hook was installed
+        reactor.core.publisher.Hooks.resetOnNextDropped(); // what test set-ups do
+        LeasingLockClient later = LeasingLockClient.create(store,
+                ClientSettings.of("test:", Duration.ofSeconds(3), null, Duration.ofSeconds(10), null, clock));
+        FencedLease lease = later.acquire(LOCK).block(Duration.ofSeconds(1));
+        assertThat(lease).isNotNull();
+
+        Operators.onNextDropped(lease, reactor.util.context.Context.empty()); // reaches the global hook only
+
+        assertThat(memory.holder(LOCK)).as("released, not renewed for ever").isEmpty();
+        assertThat(lease.isHeld()).isFalse();
+    }
+
+    @Test
+    void aClientWhoseSchedulerWithVirtualTimeDisposedSaysTheSchedulerRejectedWork() {
+        VirtualTimeScheduler virtual = VirtualTimeScheduler.create();
+        LeasingLockClient onVirtualTime = LeasingLockClient.create(store,
+                ClientSettings.of("test:", Duration.ofSeconds(3), null, Duration.ofSeconds(10), null, virtual));
+        FencedLease held = onVirtualTime.tryAcquire("held").block(Duration.ofSeconds(1));
+        assertThat(held).isNotNull();
+        StepVerifier.withVirtualTime(() -> onVirtualTime.acquire("first").flatMap(FencedLease::release), () -> virtual,
+                        Long.MAX_VALUE)
+                .expectNext(ReleaseOutcome.RELEASED)
+                .verifyComplete(); // ends by disposing the client's scheduler
+
+        StepVerifier.create(onVirtualTime.acquire("second"))
+                .verifyErrorSatisfies(e -> assertThat(e).isExactlyInstanceOf(java.util.concurrent.RejectedExecutionException.class)
+                        .hasMessage("Cannot acquire lock 'second': the lock client's scheduler rejected work (it is "
+                                + "disposed), so nothing could renew a lease. An injected scheduler must outlive the client: "
+                                + "StepVerifier.withVirtualTime disposes its scheduler when the verification ends, so build "
+                                + "a client per verification, or inject VirtualTimeScheduler.create() and dispose it after "
+                                + "the client is closed"));
+        LeaseLostException loss = held.lost().block(Duration.ofSeconds(1));
+        assertThat(loss).isNotNull();
+        assertThat(loss.reason()).isEqualTo(LossReason.SCHEDULER_REJECTED);
+        assertThat(loss).hasMessage("Lease on lock 'held' with fencing token " + held.token() + " was lost: the client's "
+                + "scheduler rejected work, so nothing can renew it (an injected scheduler was disposed; "
+                + "StepVerifier.withVirtualTime disposes its scheduler when the verification ends)");
+        assertThat(memory.holder("held")).as("not renewed, it expires in the store").isPresent();
+    }
+
+    @Test
+    void aLeaseThatNoCodeCanReachIsReleasedOnceItsHandleIsCollected() throws InterruptedException {
+        client.acquire(LOCK).subscribe(lease -> { }); // dropped as it arrives, as the loser of firstWithSignal drops it
+        assertThat(memory.holder(LOCK)).as("granted").isPresent();
+        // Bounded by the collector, not by a timer: collect until it is released, or give up after a while.
+        long giveUp = System.nanoTime() + Duration.ofSeconds(30).toNanos();
+        while (memory.holder(LOCK).isPresent() && System.nanoTime() - giveUp < 0) {
+            System.gc();
+            Thread.sleep(10);
+        }
+        assertThat(memory.holder(LOCK)).as("released once its handle was collected").isEmpty();
+        assertThat(client.heldLeases()).as("no longer renewed").isZero();
+    }
+
+    @Test
+    void aLeaseHeldOnlyThroughAPendingReleaseIsNotCollectedEarly() throws InterruptedException {
+        Mono<ReleaseOutcome> releaseLater = acquire(LOCK).release(); // the handle itself is no longer referenced here
+        for (int i = 0; i < 20; i++) {
+            System.gc();
+            Thread.sleep(10);
+        }
+        assertThat(memory.holder(LOCK)).as("still held: the pending release keeps its handle reachable").isPresent();
+        StepVerifier.create(releaseLater).expectNext(ReleaseOutcome.RELEASED).verifyComplete();
     }
 
     @Test

@@ -1,8 +1,10 @@
 package dev.fenced.lock.internal.redis;
 
+import dev.fenced.lock.LockServiceException;
 import dev.fenced.lock.ReplicaAcknowledgementException;
 import dev.fenced.lock.internal.LeaseStore.AcquireReply;
 import io.lettuce.core.ScriptOutputType;
+import io.lettuce.core.cluster.api.reactive.RedisClusterReactiveCommands;
 import java.util.List;
 import java.util.function.Function;
 import reactor.core.publisher.Mono;
@@ -43,9 +45,30 @@ final class AcknowledgedAcquire {
                 .map(parse)
                 .flatMap(reply -> !reply.acquired() ? Mono.just(reply)
                         : r.waitForReplication(acks.replicas(), acks.timeout().toMillis())
-                                .flatMap(acknowledged -> acknowledged >= acks.replicas() ? Mono.just(reply)
+                                .flatMap(acknowledged -> acknowledged >= acks.replicas() ? grantedByCurrent(r, reply, name)
                                         : unacknowledged(name, owner, reply.token(), acknowledged))),
                 commands.commandTimeout().plus(acks.timeout()));
+    }
+
+    /**
+     * The grant, if the server that made it is still the lock service's once any change of server has been
+     * reported. A grant of an old server (this connection still reached it after the other found a new one) is
+     * not a lease: it fails, the undo frees what it can, and the next acquire connects anew.
+     */
+    private Mono<AcquireReply> grantedByCurrent(RedisClusterReactiveCommands<String, String> r, AcquireReply reply,
+            String name) {
+        if (connections.cluster()) {
+            return Mono.just(reply); // each node has an identity of its own; a cluster's are not compared
+        }
+        return connections.verified().then(Mono.defer(() -> {
+            String change = connections.server().identityChangeFrom(connections.serverOf(r));
+            if (change.isEmpty()) {
+                return Mono.just(reply);
+            }
+            connections.discardAcknowledged(r);
+            return Mono.error(LockServiceException.of(name, "acquire", "granted by a server that is no longer the lock "
+                    + "service's (" + change + "); not a lease, try again", null));
+        }));
     }
 
     /** Releases an acquire too few replicas acknowledged, then fails with that. */

@@ -11,10 +11,14 @@ import io.lettuce.core.api.StatefulConnection;
 import io.lettuce.core.cluster.api.reactive.RedisClusterReactiveCommands;
 import java.net.SocketAddress;
 import java.time.Duration;
+import java.util.Collections;
 import java.util.List;
+import java.util.Map;
+import java.util.WeakHashMap;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CompletionStage;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.function.Supplier;
 import org.jspecify.annotations.Nullable;
 import reactor.core.publisher.Mono;
@@ -22,8 +26,9 @@ import reactor.util.Logger;
 import reactor.util.Loggers;
 
 /**
- * What both kinds of {@link RedisConnections} share: a lazily opened command connection that inspects the
- * server when it opens, a lazily opened pub/sub connection, and closing.
+ * What both kinds of {@link RedisConnections} share: a lazily opened command connection and a lazily opened
+ * connection for acquires followed by {@code WAIT}, each inspecting the server when it opens (whichever reaches a
+ * server of another identity first reports it), a lazily opened pub/sub connection, and closing.
  *
  * @param <C> the command connection type
  * @param <P> the pub/sub connection type
@@ -57,6 +62,10 @@ abstract class BaseConnections<C extends StatefulConnection<String, String>, P e
         }
     };
     private volatile ServerInfo server = ServerInfo.UNKNOWN;
+    private final AtomicBoolean checked = new AtomicBoolean();
+    /** The server each connection found when it last (re)connected, by its commands; weak, connections come and go. */
+    private final Map<Object, ServerInfo> identities = Collections.synchronizedMap(new WeakHashMap<>());
+    private final AtomicBoolean infoRefusalWarned = new AtomicBoolean();
     private volatile CompletableFuture<Void> verified = CompletableFuture.completedFuture(null);
 
     /**
@@ -75,7 +84,9 @@ abstract class BaseConnections<C extends StatefulConnection<String, String>, P e
         this.keyPrefix = keyPrefix;
         this.listener = listener;
         this.commands = new LazyConnection<>(() -> connectCommands.get().toCompletableFuture().thenCompose(this::inspect));
-        this.acknowledged = new LazyConnection<>(() -> connectCommands.get().toCompletableFuture());
+        // Inspected too: with replica acknowledgement every grant comes on this connection, and the command
+        // connection may not open before the first renewal (a failover before it must still be noticed).
+        this.acknowledged = new LazyConnection<>(() -> connectCommands.get().toCompletableFuture().thenCompose(this::inspect));
         this.pubSub = new LazyConnection<>(() -> connectPubSub.get().toCompletableFuture()
                 .thenApply(c -> listen(c, listener)));
         if (!cluster()) {
@@ -150,16 +161,35 @@ abstract class BaseConnections<C extends StatefulConnection<String, String>, P e
         return gate.isDone() ? Mono.empty() : Mono.fromFuture(gate, true);
     }
 
+    @Override
+    public final ServerInfo serverOf(RedisClusterReactiveCommands<String, String> r) {
+        ServerInfo info = identities.get(r);
+        return info != null ? info : ServerInfo.UNKNOWN;
+    }
+
+    @Override
+    public final void discardAcknowledged(RedisClusterReactiveCommands<String, String> r) {
+        C current = acknowledged.current();
+        if (current != null && reactive(current) == r) {
+            acknowledged.discard(current);
+        }
+    }
+
     private CompletableFuture<C> inspect(C connection) {
         RedisClusterReactiveCommands<String, String> r = reactive(connection);
         return read(r)
                 .doOnNext(info -> {
+                    identities.put(r, info);
                     ServerInfo earlier = server;
-                    server = info;
-                    ServerChecks.warnIfUnsafe(r, info, keyPrefix);
-                    // A connection that replaced a closed one (a shared client without auto-reconnect) is a
-                    // reconnect too.
+                    if (info != ServerInfo.UNKNOWN) {
+                        server = info;
+                    }
+                    // A connection that replaced a closed one (a shared client without auto-reconnect), or the
+                    // second of the two connections that opens on another server, is a reconnect too.
                     String change = cluster() || info == ServerInfo.UNKNOWN ? "" : info.identityChangeFrom(earlier);
+                    if (checked.compareAndSet(false, true) || !change.isEmpty()) {
+                        ServerChecks.warnIfUnsafe(r, info, keyPrefix);
+                    }
                     if (!change.isEmpty()) {
                         log.warn("The Redis server for locks changed ({}): it may have lost every lock, so every lease "
                                 + "held there is reported lost", change);
@@ -171,13 +201,19 @@ abstract class BaseConnections<C extends StatefulConnection<String, String>, P e
     }
 
     /** INFO of the server, or {@link ServerInfo#UNKNOWN} when it cannot be read. */
-    private static Mono<ServerInfo> read(RedisClusterReactiveCommands<String, String> r) {
+    private Mono<ServerInfo> read(RedisClusterReactiveCommands<String, String> r) {
         // One INFO per section: servers before Redis 7 take only one.
         return Mono.zip(r.info("server"), r.info("replication"), (a, b) -> a + "\n" + b)
                 .map(ServerInfo::parse)
                 .timeout(INSPECT_TIMEOUT)
                 .onErrorResume(e -> {
-                    log.debug("Cannot read INFO (not allowed?): {}", e.toString());
+                    if (RedisErrors.noPermission(e) && infoRefusalWarned.compareAndSet(false, true)) {
+                        log.warn("The Redis user may not run INFO ({}): the client cannot tell a restarted or failed-over "
+                                + "server from the one that granted its leases, so such a change loses no lease "
+                                + "(SERVER_CHANGED). Allow +info (see the README's \"Redis requirements\")", e.getMessage());
+                    } else {
+                        log.debug("Cannot read INFO: {}", e.toString());
+                    }
                     return Mono.just(ServerInfo.UNKNOWN);
                 });
     }
@@ -190,8 +226,10 @@ abstract class BaseConnections<C extends StatefulConnection<String, String>, P e
         CompletableFuture<Void> gate = new CompletableFuture<>();
         verified = gate;
         ServerInfo earlier = server;
-        read(reactive(connection)).subscribe(info -> {
+        RedisClusterReactiveCommands<String, String> r = reactive(connection);
+        read(r).subscribe(info -> {
             try {
+                identities.put(r, info);
                 if (info != ServerInfo.UNKNOWN) {
                     server = info;
                     String change = info.identityChangeFrom(earlier);

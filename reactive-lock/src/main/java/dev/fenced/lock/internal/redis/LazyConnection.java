@@ -62,6 +62,18 @@ final class LazyConnection<C extends StatefulConnection<?, ?>> {
         return f != null && f.isDone() && !f.isCompletedExceptionally() ? f.getNow(null) : null;
     }
 
+    /**
+     * Drops {@code connection} if it is the current one, and closes it: the next use opens another (a connection
+     * still attached to a server that is no longer the one its address leads to).
+     */
+    void discard(C connection) {
+        CompletableFuture<C> f = current.get();
+        if (f != null && f.isDone() && !f.isCompletedExceptionally() && f.getNow(null) == connection
+                && current.compareAndSet(f, null)) {
+            connection.closeAsync();
+        }
+    }
+
     private void connect(CompletableFuture<C> target) {
         CompletableFuture<C> attempt;
         try {

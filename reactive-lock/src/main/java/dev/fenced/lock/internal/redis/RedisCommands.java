@@ -1,7 +1,6 @@
 package dev.fenced.lock.internal.redis;
 
 import dev.fenced.lock.FencedLockException;
-import dev.fenced.lock.LockServiceException;
 import dev.fenced.lock.internal.ClientSettings;
 import io.lettuce.core.RedisNoScriptException;
 import io.lettuce.core.ScriptOutputType;
@@ -10,7 +9,6 @@ import java.time.Duration;
 import java.util.List;
 import java.util.function.Function;
 import java.util.function.Supplier;
-import org.jspecify.annotations.Nullable;
 import reactor.core.publisher.Mono;
 import reactor.core.scheduler.Scheduler;
 
@@ -20,7 +18,7 @@ import reactor.core.scheduler.Scheduler;
  * connection that is down refuses the command rather than buffering it. Every command times out after its
  * timeout, scripts fall back from {@code EVALSHA} to {@code EVAL} after {@code NOSCRIPT}, and failures are
  * classified in one place ({@link RedisErrors}). A call that carries the acquires or releases of several locks
- * ({@link ScriptBatcher}) is sent only on an open connection ({@link #onOpen}), and its failures are classified
+ * ({@link ScriptBatcher}) connects as a single command does ({@link #together}), and its failures are classified
  * per lock. Thread-safe.
  */
 final class RedisCommands {
@@ -78,15 +76,6 @@ final class RedisCommands {
     }
 
     /**
-     * The command connection while it is open, else {@code null} (a command would have to connect first).
-     *
-     * @return the open connection's commands, or {@code null}
-     */
-    @Nullable RedisClusterReactiveCommands<String, String> openCommands() {
-        return connections.openCommands();
-    }
-
-    /**
      * A command on the open connection, timed out as {@link #command} times it out; its failures are left
      * unclassified, for a caller that classifies them per lock ({@link #classify}).
      */
@@ -109,12 +98,28 @@ final class RedisCommands {
      */
     <T> Mono<T> run(String name, String operation, Mono<RedisClusterReactiveCommands<String, String>> connection,
             Function<RedisClusterReactiveCommands<String, String>, Mono<T>> body, Duration timeout) {
+        return connected(connection, body, timeout).onErrorMap(e -> RedisErrors.classify(e, name, operation, timeout));
+    }
+
+    /**
+     * A call that carries the commands of several locks: on the open connection, or once the connection is
+     * opened as {@link #command} opens it (a burst of them may come before any connection is). Its failures are
+     * left unclassified, for a caller that classifies them per lock ({@link #classify}).
+     */
+    <T> Mono<T> together(Function<RedisClusterReactiveCommands<String, String>, Mono<T>> body) {
+        return Mono.defer(() -> {
+            RedisClusterReactiveCommands<String, String> open = connections.openCommands();
+            return open != null ? onOpen(open, body) : connected(connections.commands(), body, commandTimeout);
+        });
+    }
+
+    /** Connects within the connect timeout, then runs the command within {@code timeout}; failures unclassified. */
+    private <T> Mono<T> connected(Mono<RedisClusterReactiveCommands<String, String>> connection,
+            Function<RedisClusterReactiveCommands<String, String>, Mono<T>> body, Duration timeout) {
         return connection
                 .timeout(connectTimeout, scheduler)
-                .onErrorMap(java.util.concurrent.TimeoutException.class, e -> LockServiceException.of(name, operation,
-                        "cannot connect to Redis within " + connectTimeout.toMillis() + " ms",
-                        new RedisErrors.NotConnectedException("no connection within " + connectTimeout.toMillis() + " ms")))
-                .flatMap(r -> body.apply(r).timeout(timeout, scheduler))
-                .onErrorMap(e -> RedisErrors.classify(e, name, operation, timeout));
+                .onErrorMap(java.util.concurrent.TimeoutException.class,
+                        e -> new RedisErrors.ConnectTimeoutException(connectTimeout))
+                .flatMap(r -> body.apply(r).timeout(timeout, scheduler));
     }
 }

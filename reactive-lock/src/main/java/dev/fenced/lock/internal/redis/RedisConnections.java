@@ -70,6 +70,23 @@ interface RedisConnections {
     ServerInfo server();
 
     /**
+     * The server that the connection of {@code r} found when it last connected: the server that made a grant
+     * sent on it.
+     *
+     * @param r a connection's commands
+     * @return its server, or {@link ServerInfo#UNKNOWN}
+     */
+    ServerInfo serverOf(RedisClusterReactiveCommands<String, String> r);
+
+    /**
+     * Closes the connection that acquires with {@code WAIT} if {@code r} is its commands, so that the next
+     * acquire opens one to the server the address leads to now.
+     *
+     * @param r the commands of a connection that reached a server that is no longer the lock service's
+     */
+    void discardAcknowledged(RedisClusterReactiveCommands<String, String> r);
+
+    /**
      * Completes once the server that answers now has been compared with the one of the first connect: at once
      * while connected, and after a reconnect once {@code INFO} has answered (or failed). Grants are emitted only
      * after it, so a change of server is reported before a lease granted by the new one.

@@ -32,6 +32,8 @@ final class RedisErrors {
         String detail;
         if (error instanceof WaitedTooLongException) {
             detail = error.getMessage();
+        } else if (error instanceof ConnectTimeoutException) {
+            detail = "cannot connect to Redis within " + ((ConnectTimeoutException) error).connectTimeout.toMillis() + " ms";
         } else if (error instanceof NotConnectedException) {
             detail = "not connected to Redis (reconnecting)";
         } else if (error instanceof TimeoutException || error instanceof RedisCommandTimeoutException) {
@@ -68,7 +70,7 @@ final class RedisErrors {
     }
 
     /** A lock command refused because its connection is down: it must never wait in a reconnect buffer. */
-    static final class NotConnectedException extends RuntimeException {
+    static class NotConnectedException extends RuntimeException {
 
         private static final long serialVersionUID = 1L;
 
@@ -78,6 +80,30 @@ final class RedisErrors {
 
         NotConnectedException(String message) {
             super(message, null, false, false);
+        }
+    }
+
+    /**
+     * Whether Redis refused a command because the user's ACL does not allow it (or one of its keys or channels).
+     *
+     * @param error a failure, classified or not
+     * @return whether it is that refusal
+     */
+    static boolean noPermission(Throwable error) {
+        Throwable cause = error instanceof LockServiceException && error.getCause() != null ? error.getCause() : error;
+        return cause instanceof RedisCommandExecutionException && String.valueOf(cause.getMessage()).startsWith("NOPERM");
+    }
+
+    /** A lock command whose connection could not be opened within the connect timeout: it never left. */
+    static final class ConnectTimeoutException extends NotConnectedException {
+
+        private static final long serialVersionUID = 1L;
+
+        private final transient Duration connectTimeout;
+
+        ConnectTimeoutException(Duration connectTimeout) {
+            super("no connection within " + connectTimeout.toMillis() + " ms");
+            this.connectTimeout = connectTimeout;
         }
     }
 

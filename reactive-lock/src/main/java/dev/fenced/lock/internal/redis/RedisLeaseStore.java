@@ -148,13 +148,9 @@ public final class RedisLeaseStore implements LeaseStore {
                 .map(list -> acquireReplies(list, requests.size()));
     }
 
-    /** One call of a script for several locks, on the open connection; failures unclassified. */
+    /** One call of a script for several locks, connecting first if need be; failures unclassified. */
     private Mono<List<Object>> evalTogether(LuaScript script, String[] scriptKeys, String[] args) {
-        RedisClusterReactiveCommands<String, String> open = commands.openCommands();
-        if (open == null) {
-            return Mono.error(new RedisErrors.NotConnectedException());
-        }
-        return commands.<List<Object>>onOpen(open, r -> RedisCommands.eval(r, script, ScriptOutputType.MULTI, scriptKeys, args))
+        return commands.<List<Object>>together(r -> RedisCommands.eval(r, script, ScriptOutputType.MULTI, scriptKeys, args))
                 .defaultIfEmpty(List.of());
     }
 

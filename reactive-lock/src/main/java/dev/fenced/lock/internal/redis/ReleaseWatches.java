@@ -3,6 +3,7 @@ package dev.fenced.lock.internal.redis;
 import dev.fenced.lock.internal.KeyLayout;
 import java.util.Map;
 import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicLong;
 import reactor.core.Disposable;
 import reactor.core.publisher.Flux;
@@ -27,6 +28,7 @@ final class ReleaseWatches {
     private final KeyLayout keys;
     private final Scheduler scheduler;
     private final Map<String, ChannelWatch> watches = new ConcurrentHashMap<>();
+    private final AtomicBoolean permissionWarned = new AtomicBoolean();
     // Pub/sub commands, one at a time in the order they were queued (under the watches lock).
     private final Sinks.Many<Mono<Void>> pubSubCommands = Sinks.many().unicast().onBackpressureBuffer();
     private final Disposable pubSubWorker = pubSubCommands.asFlux()
@@ -56,7 +58,7 @@ final class ReleaseWatches {
                     watch = new ChannelWatch();
                     watch.confirmed = inOrder(connections.subscribe(channel)
                             .timeout(commands.connectTimeout().plus(commands.commandTimeout()), scheduler)
-                            .doOnError(e -> log.debug("SUBSCRIBE {} failed: {}", channel, e.toString())));
+                            .doOnError(e -> subscribeFailed(channel, e)));
                     watches.put(channel, watch);
                 }
                 watch.refs++;
@@ -86,8 +88,22 @@ final class ReleaseWatches {
             if (watches.containsKey(channel)) {
                 inOrder(connections.subscribe(channel)
                         .timeout(commands.connectTimeout().plus(commands.commandTimeout()), scheduler)
-                        .doOnError(e -> log.debug("Subscribing again to {} failed: {}", channel, e.toString())));
+                        .doOnError(e -> subscribeFailed(channel, e)));
             }
+        }
+    }
+
+    /**
+     * A refused SUBSCRIBE is not a failure: the waiters go on with their timers. A user that may not subscribe
+     * (an ACL without the channels) is told once, at WARN; other failures are logged at DEBUG.
+     */
+    private void subscribeFailed(String channel, Throwable e) {
+        if (RedisErrors.noPermission(e) && permissionWarned.compareAndSet(false, true)) {
+            log.warn("Redis refused to subscribe to the release channel {} ({}): waiters of this client wait on their "
+                    + "timers alone, without release notifications. Allow the user the channels listed in the README's "
+                    + "\"Redis requirements\"", channel, e.getMessage());
+        } else {
+            log.debug("SUBSCRIBE {} failed: {}", channel, e.toString());
         }
     }
 

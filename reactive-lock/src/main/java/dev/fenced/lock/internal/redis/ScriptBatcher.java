@@ -80,10 +80,9 @@ final class ScriptBatcher<R, T> {
     private volatile boolean alone;
 
     /**
-     * @param one sends one request alone (the path of a request while the connection is not open, too)
-     * @param many sends several requests in one call, or fails with a
-     *     {@link RedisErrors.NotConnectedException} when the connection is not open; replies in the requests' order,
-     *     call failures unclassified
+     * @param one sends one request alone
+     * @param many sends several requests in one call, connecting first as {@code one} does (a burst may come
+     *     before any connection is open); replies in the requests' order, call failures unclassified
      * @param classify a failure as the given request reports it: of a call of {@code many}, of one lock in it,
      *     or a {@link RedisErrors.WaitedTooLongException}
      * @param commandTimeout the command timeout

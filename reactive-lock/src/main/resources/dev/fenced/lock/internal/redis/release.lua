@@ -1,4 +1,4 @@
--- Deletes locks that hold the caller's leases, then notifies their waiters: several leases in one call.
+-- Deletes locks that hold the caller's leases, then notifies their waiters (best effort): several leases in one call.
 -- KEYS[i] the lock key of lease i
 -- ARGV[1] '1' on a cluster: notify with sharded pub/sub (SPUBLISH) if the server has it, else PUBLISH
 -- ARGV[3i-1], ARGV[3i], ARGV[3i+1] the owner id of lease i, its token ('' matches any token of the owner) and its
@@ -22,10 +22,12 @@ local function release(i)
     return 0
   end
   redis.call('DEL', KEYS[i])
+  -- The notification is best effort (waiters also have timers): once the lock is deleted the release succeeded,
+  -- even if this user may not publish to the channel (an ACL without it).
   -- On a cluster, sharded pub/sub where the server has it (Redis 7 and later), else plain: the server, not what
   -- a client could read of it, decides, so every client of the prefix agrees with the subscribers' SSUBSCRIBE.
   if ARGV[1] ~= '1' or not pcall(redis.call, 'SPUBLISH', channel, current) then
-    redis.call('PUBLISH', channel, current)
+    pcall(redis.call, 'PUBLISH', channel, current)
   end
   return 1
 end

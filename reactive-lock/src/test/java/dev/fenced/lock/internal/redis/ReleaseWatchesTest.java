@@ -78,6 +78,15 @@ class ReleaseWatchesTest {
         }
 
         @Override
+        public ServerInfo serverOf(RedisClusterReactiveCommands<String, String> r) {
+            return ServerInfo.UNKNOWN;
+        }
+
+        @Override
+        public void discardAcknowledged(RedisClusterReactiveCommands<String, String> r) {
+        }
+
+        @Override
         public Mono<Void> verified() {
             return Mono.empty();
         }
