@@ -40,6 +40,9 @@ public final class DroppedLeases {
 
     private static boolean installedBefore;
 
+    /** How often the handler was added to Reactor's hook, for tests: the chain must not grow with every client. */
+    static int additions;
+
     private static final Consumer<Object> GLOBAL = dropped -> {
         if (dropped == PROBE) {
             probeSeen = true;
@@ -62,8 +65,14 @@ public final class DroppedLeases {
         try {
             Operators.onNextDropped(PROBE, Context.empty());
         } catch (RuntimeException e) {
-            // A handler of others that throws on every dropped value: ours may sit behind it; add it to be sure.
+            // A handler of others threw (Hooks.onNextDroppedFail() throws on every value): handlers after it never
+            // run, so whether ours is there cannot be told, and adding it once more would only lengthen the chain
+            // at every build. Add it the first time only.
             log.debug("A handler in Reactor's onNextDropped hook threw on the probe: {}", e.toString());
+            if (!installedBefore) {
+                add();
+            }
+            return;
         }
         if (probeSeen) {
             return;
@@ -72,8 +81,13 @@ public final class DroppedLeases {
             log.info("Reactor's onNextDropped hook no longer holds the handler that releases dropped leases (other code "
                     + "called Hooks.resetOnNextDropped()): added it again");
         }
+        add();
+    }
+
+    private static void add() {
         Hooks.onNextDropped(GLOBAL);
         installedBefore = true;
+        additions++;
     }
 
     /**

@@ -68,8 +68,9 @@ final class LeaseHandle extends ForwardingLease {
         @Override
         public void run() {
             if (lease.isActive()) {
-                log.warn("Lease on lock '{}' with fencing token {} became unreachable while held (its subscriber dropped "
-                        + "it, as the loser of Mono.firstWithSignal does): releasing it", lease.name(), lease.token());
+                log.warn("Lease on lock '{}' with fencing token {} became unreachable while held (no code kept its "
+                        + "handle: a subscriber dropped it, as the loser of Mono.firstWithSignal does, or kept only its "
+                        + "token): releasing it", lease.name(), lease.token());
                 lease.releaseQuietly().subscribe();
             }
         }

@@ -981,6 +981,23 @@ class LeasingLockClientTest {
     }
 
     @Test
+    void buildingClientsBehindAHookHandlerThatThrowsDoesNotGrowTheHookChain() {
+        acquire("before").release().block(Duration.ofSeconds(1)); // the handler is in place
+        reactor.core.publisher.Hooks.onNextDroppedFail(); // a handler that throws on every value, ahead of none of ours
+        try {
+            int before = DroppedLeases.additions;
+            for (int i = 0; i < 10; i++) {
+                LeasingLockClient.create(store, ClientSettings.of("test:", Duration.ofSeconds(3), null,
+                        Duration.ofSeconds(10), null, clock)).close();
+            }
+            assertThat(DroppedLeases.additions - before).as("handlers added to Reactor's hook by 10 builds").isZero();
+        } finally {
+            reactor.core.publisher.Hooks.resetOnNextDropped();
+            DroppedLeases.installGlobalHook();
+        }
+    }
+
+    @Test
     void aClientWhoseSchedulerWithVirtualTimeDisposedSaysTheSchedulerRejectedWork() {
         VirtualTimeScheduler virtual = VirtualTimeScheduler.create();
         LeasingLockClient onVirtualTime = LeasingLockClient.create(store,
