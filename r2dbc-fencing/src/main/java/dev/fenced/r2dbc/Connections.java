@@ -46,20 +46,28 @@ final class Connections {
     }
 
     /**
-     * Runs {@code work} in a transaction: the current one on {@code connectionFactory}, which its owner commits
-     * or rolls back (an error of the work reaches the owner, which rolls back); else one of its own, begun on a
-     * new connection, committed when the work completes and rolled back on error or cancellation.
+     * Runs {@code work} in a transaction: the current one on {@code connectionFactory} (or a factory it wraps), which
+     * its owner commits or rolls back (an error of the work reaches the owner, which rolls back); else, when the
+     * connection the factory hands out is already in a transaction (not in auto-commit mode: a factory that hands
+     * out the caller's connection), that one, neither begun nor committed here; else one of its own, begun on the new
+     * connection, committed when the work completes and rolled back on error or cancellation. Never begins or
+     * commits a transaction that it did not begin: the drivers skip {@code BEGIN} inside an open transaction, but
+     * send a real {@code COMMIT}, which would commit the caller's transaction half-way.
      */
     static <T> Flux<T> inTransaction(ConnectionFactory connectionFactory, Function<Connection, ? extends Publisher<T>> work) {
         Objects.requireNonNull(connectionFactory, "connectionFactory must not be null");
         Mono<Boolean> joined = SPRING ? SpringR2dbc.inTransaction(connectionFactory) : Mono.just(false);
         return joined.flatMapMany(join -> join ? with(connectionFactory, work)
                 : Flux.usingWhen(connectionFactory.create(),
-                        connection -> Flux.usingWhen(Mono.from(connection.beginTransaction()).thenReturn(connection),
-                                work,
-                                Connection::commitTransaction,
-                                (c, error) -> c.rollbackTransaction(),
-                                Connection::rollbackTransaction),
+                        connection -> connection.isAutoCommit() ? ownTransaction(connection, work) : work.apply(connection),
                         Connection::close));
+    }
+
+    private static <T> Flux<T> ownTransaction(Connection connection, Function<Connection, ? extends Publisher<T>> work) {
+        return Flux.usingWhen(Mono.from(connection.beginTransaction()).thenReturn(connection),
+                work,
+                Connection::commitTransaction,
+                (c, error) -> c.rollbackTransaction(),
+                Connection::rollbackTransaction);
     }
 }

@@ -2,9 +2,13 @@ package dev.fenced.r2dbc;
 
 import io.r2dbc.spi.Connection;
 import io.r2dbc.spi.ConnectionFactory;
+import io.r2dbc.spi.Wrapped;
+import java.util.Optional;
 import java.util.function.Function;
+import org.jspecify.annotations.Nullable;
 import org.reactivestreams.Publisher;
 import org.springframework.r2dbc.connection.ConnectionFactoryUtils;
+import org.springframework.r2dbc.connection.DelegatingConnectionFactory;
 import org.springframework.transaction.NoTransactionException;
 import org.springframework.transaction.reactive.TransactionSynchronizationManager;
 import reactor.core.publisher.Flux;
@@ -13,23 +17,61 @@ import reactor.core.publisher.Mono;
 /** Spring's transactions, reached only when {@code spring-r2dbc} is on the class path ({@link Connections#SPRING}). */
 final class SpringR2dbc {
 
+    /** How deep a chain of wrapping factories is followed; a chain that loops ends here. */
+    private static final int MAX_WRAPPERS = 16;
+
     private SpringR2dbc() {
     }
 
     /**
-     * The transaction's connection on the factory, which the transaction closes (as {@code DatabaseClient} leaves it:
-     * releasing it here would take it from the transaction before its commit), or a new one, closed afterwards.
+     * The transaction's connection on the factory (or a factory it wraps), which the transaction closes (as
+     * {@code DatabaseClient} leaves it: releasing it here would take it from the transaction before its commit), or
+     * a new one, closed afterwards.
      */
     static <T> Flux<T> with(ConnectionFactory connectionFactory, Function<Connection, ? extends Publisher<T>> work) {
-        return inTransaction(connectionFactory).flatMapMany(joined -> joined
-                ? ConnectionFactoryUtils.getConnection(connectionFactory).flatMapMany(work)
+        return transactional(connectionFactory).flatMapMany(joined -> joined.isPresent()
+                ? ConnectionFactoryUtils.getConnection(joined.get()).flatMapMany(work)
                 : Flux.usingWhen(connectionFactory.create(), work, Connection::close));
     }
 
-    /** Whether the subscriber runs in a Spring transaction that holds a connection of this factory. */
+    /** Whether the subscriber runs in a Spring transaction that holds a connection of this factory or one it wraps. */
     static Mono<Boolean> inTransaction(ConnectionFactory connectionFactory) {
+        return transactional(connectionFactory).map(Optional::isPresent);
+    }
+
+    /**
+     * The factory on which the subscriber's Spring transaction holds its connection: {@code connectionFactory}
+     * itself, or the first factory down its chain of wrappers ({@code TransactionAwareConnectionFactoryProxy} and
+     * other {@link DelegatingConnectionFactory}s, a pool's {@link Wrapped#unwrap()}) that the transaction knows.
+     * Spring looks the resource up by the exact factory only, so given a proxy over the transaction's pool it would
+     * find none.
+     */
+    private static Mono<Optional<ConnectionFactory>> transactional(ConnectionFactory connectionFactory) {
         return TransactionSynchronizationManager.forCurrentTransaction()
-                .map(tx -> tx.isActualTransactionActive() && tx.hasResource(connectionFactory))
-                .onErrorResume(NoTransactionException.class, e -> Mono.just(false));
+                .map(tx -> {
+                    if (!tx.isActualTransactionActive()) {
+                        return Optional.<ConnectionFactory>empty();
+                    }
+                    ConnectionFactory candidate = connectionFactory;
+                    for (int depth = 0; candidate != null && depth < MAX_WRAPPERS; depth++) {
+                        if (tx.hasResource(candidate)) {
+                            return Optional.of(candidate);
+                        }
+                        candidate = wrapped(candidate);
+                    }
+                    return Optional.<ConnectionFactory>empty();
+                })
+                .onErrorResume(NoTransactionException.class, e -> Mono.just(Optional.empty()));
+    }
+
+    /** The factory that {@code factory} delegates to, or {@code null}. */
+    private static @Nullable ConnectionFactory wrapped(ConnectionFactory factory) {
+        if (factory instanceof DelegatingConnectionFactory delegating) {
+            return delegating.getTargetConnectionFactory();
+        }
+        if (factory instanceof Wrapped<?> wrapper && wrapper.unwrap() instanceof ConnectionFactory inner && inner != factory) {
+            return inner;
+        }
+        return null;
     }
 }

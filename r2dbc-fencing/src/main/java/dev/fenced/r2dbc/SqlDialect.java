@@ -5,14 +5,15 @@ import java.util.Locale;
 
 /**
  * What fenced statements need to know of one database: how identifiers are quoted, how bind markers are
- * written, whether a guarded upsert is one statement, the clock function, and the fence table's DDL. The
+ * written, whether a guarded upsert is one statement, the locking read that explains a refusal, the clock function,
+ * and the fence table's DDL. The
  * dialect of a connection is read from its metadata (no I/O), so a spec works on any supported database.
  * Stateless, so thread-safe.
  */
 enum SqlDialect {
 
     /** PostgreSQL: {@code "quoted"} identifiers, {@code $n} markers, {@code INSERT … ON CONFLICT … DO UPDATE … WHERE}. */
-    POSTGRESQL('"', "now()", "fence-table.sql", "text", true),
+    POSTGRESQL('"', "now()", "fence-table.sql", "text", true, " FOR NO KEY UPDATE"),
 
     /**
      * MariaDB and MySQL: {@code `quoted`} identifiers, {@code ?} markers. Their {@code ON DUPLICATE KEY UPDATE}
@@ -20,15 +21,17 @@ enum SqlDialect {
      * row counts as one), so a guarded upsert is a guarded {@code UPDATE}, then an {@code INSERT} when no row
      * exists, then the {@code UPDATE} again if another writer inserted the row in between.
      */
-    MARIADB('`', "CURRENT_TIMESTAMP(6)", "fence-table-mariadb.sql", "varchar(512)", false);
+    MARIADB('`', "CURRENT_TIMESTAMP(6)", "fence-table-mariadb.sql", "varchar(512)", false, " FOR UPDATE");
 
     private final char quote;
     private final String now;
     private final String fenceDdl;
     private final String textKeyType;
     private final boolean atomicUpsert;
+    private final String lockingRead;
 
-    SqlDialect(char quote, String now, String fenceDdl, String textKeyType, boolean atomicUpsert) {
+    SqlDialect(char quote, String now, String fenceDdl, String textKeyType, boolean atomicUpsert, String lockingRead) {
+        this.lockingRead = lockingRead;
         this.quote = quote;
         this.now = now;
         this.fenceDdl = fenceDdl;
@@ -103,5 +106,18 @@ enum SqlDialect {
     /** The column type of text that is a key or compared, such as the fence table's {@code lock_id}. */
     String textKeyType() {
         return textKeyType;
+    }
+
+    /**
+     * The clause that makes a {@code SELECT} a locking read, which the explanation of a refused write needs: a plain
+     * read under InnoDB's {@code REPEATABLE READ} (MariaDB's default) sees the transaction's snapshot, not the row
+     * the guarded statement judged, while a locking read sees the latest committed version and holds it until the
+     * transaction ends. The lock taken is the one the guarded statement would have taken (PostgreSQL's
+     * {@code FOR NO KEY UPDATE}, InnoDB's {@code FOR UPDATE}), so reading it adds no lock upgrade. Under PostgreSQL's
+     * {@code REPEATABLE READ} and {@code SERIALIZABLE}, a locking read of a row changed after the snapshot fails to
+     * serialize (SQLSTATE {@code 40001}) instead of reading it.
+     */
+    String lockingRead() {
+        return lockingRead;
     }
 }
