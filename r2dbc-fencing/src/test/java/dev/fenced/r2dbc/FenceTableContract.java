@@ -233,7 +233,7 @@ abstract class FenceTableContract {
     void inTransactionOnAConnectionAlreadyInATransactionNeitherBeginsNorCommits() {
         Connection transaction = db.readFirstIn(io.r2dbc.spi.IsolationLevel.READ_COMMITTED, "SELECT total FROM " + ledger);
         try {
-            StepVerifier.create(fence.inTransaction(TestDatabase.handingOut(transaction, db.connections),
+            StepVerifier.create(fence.inTransaction(HandedOutConnection.factory(transaction, db.connections),
                             new TestLease("ledger", 5, "a"), c -> addToBoth(c, ledger, 10)))
                     .expectNext(1L, 1L).verifyComplete();
         } finally {

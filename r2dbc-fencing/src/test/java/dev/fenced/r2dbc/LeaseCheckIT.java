@@ -401,7 +401,7 @@ class LeaseCheckIT {
         FencedLease lease = patientClient().acquire(NAME).block(BOUND);
         Connection transaction = db.readFirstIn(IsolationLevel.READ_COMMITTED, "SELECT status FROM " + table);
         try {
-            StepVerifier.create(settle("PAID").checkLease(LEASES).update(TestDatabase.handingOut(transaction, db.connections),
+            StepVerifier.create(settle("PAID").checkLease(LEASES).update(HandedOutConnection.factory(transaction, db.connections),
                     lease)).expectNext(1L).verifyComplete();
         } finally {
             TestDatabase.rollBackAndClose(transaction);

@@ -5,16 +5,12 @@ import dev.fenced.testservices.PostgresServer;
 import io.r2dbc.spi.Connection;
 import io.r2dbc.spi.ConnectionFactories;
 import io.r2dbc.spi.ConnectionFactory;
-import io.r2dbc.spi.ConnectionFactoryMetadata;
 import io.r2dbc.spi.IsolationLevel;
 import io.r2dbc.spi.Result;
-import java.lang.reflect.InvocationTargetException;
-import java.lang.reflect.Proxy;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.UUID;
-import org.reactivestreams.Publisher;
 import reactor.core.publisher.Flux;
 import reactor.core.publisher.Mono;
 
@@ -97,35 +93,6 @@ final class TestDatabase implements AutoCloseable {
     /** Rolls the connection's transaction back and returns the connection to the pool. */
     static void rollBackAndClose(Connection connection) {
         Mono.from(connection.rollbackTransaction()).then(Mono.from(connection.close())).block(Duration.ofSeconds(30));
-    }
-
-    /**
-     * A plain factory (neither Spring's nor a pool) that hands out {@code connection}, which is in the caller's
-     * transaction, and leaves closing it to the caller: what a factory over a request's own connection does.
-     */
-    static ConnectionFactory handingOut(Connection connection, ConnectionFactory of) {
-        Connection unclosable = (Connection) Proxy.newProxyInstance(Connection.class.getClassLoader(),
-                new Class<?>[] {Connection.class}, (proxy, method, args) -> {
-                    if (method.getName().equals("close") && method.getParameterCount() == 0) {
-                        return Mono.empty();
-                    }
-                    try {
-                        return method.invoke(connection, args);
-                    } catch (InvocationTargetException e) {
-                        throw e.getCause();
-                    }
-                });
-        return new ConnectionFactory() {
-            @Override
-            public Publisher<? extends Connection> create() {
-                return Mono.just(unclosable);
-            }
-
-            @Override
-            public ConnectionFactoryMetadata getMetadata() {
-                return of.getMetadata();
-            }
-        };
     }
 
     @Override
