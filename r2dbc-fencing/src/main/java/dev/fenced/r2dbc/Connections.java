@@ -10,7 +10,7 @@ import reactor.core.publisher.Mono;
 
 /**
  * Where the fenced statements of a {@code ConnectionFactory} run: in the subscriber's Spring transaction on that
- * factory when there is one (Spring's {@code spring-r2dbc} on the class path, a {@code TransactionalOperator} or
+ * factory (or one it wraps) when there is one (Spring's {@code spring-r2dbc} on the class path, a {@code TransactionalOperator} or
  * {@code @Transactional} upstream), else on a connection of their own.
  */
 final class Connections {
@@ -31,8 +31,9 @@ final class Connections {
     }
 
     /**
-     * Runs {@code work} on the connection of the current transaction on {@code connectionFactory}, or on a new
-     * connection (in auto-commit mode: each statement commits on its own) closed afterwards.
+     * Runs {@code work} on the connection of the current transaction on {@code connectionFactory} or on a factory it
+     * wraps, or on a new connection closed afterwards (in auto-commit mode each statement commits on its own; a
+     * connection the factory hands out in a transaction stays in it). Begins and commits nothing.
      */
     static <T> Flux<T> with(ConnectionFactory connectionFactory, Function<Connection, ? extends Publisher<T>> work) {
         Objects.requireNonNull(connectionFactory, "connectionFactory must not be null");
