@@ -646,7 +646,7 @@ public final class FencedWrite {
 
     /**
      * Makes every write of this spec a Micrometer observation {@code fenced.write} (low-cardinality keys
-     * {@code fenced.table} and {@code outcome}: written, stale, not_found, error; the lock name as the
+     * {@code fenced.table} and {@code outcome}: written, stale, not_found, conflict ({@link FencedWriteConflictException}), error; the lock name as the
      * high-cardinality key {@code fenced.lock.name}), so traces show fenced writes. Needs
      * {@code io.micrometer:micrometer-observation} on the class path.
      *

@@ -440,8 +440,12 @@ abstract class FencedWriteContract {
             try {
                 StepVerifier.create(invoice(42, "VOID", 0).update(db.connections, newer)).expectNext(1L).verifyComplete();
                 TestDatabase.run(transaction, "INSERT INTO " + audit + " (token) VALUES (100)");
-                StepVerifier.create(invoice(42, "REFUNDED", 50).update(transaction, stale))
+                io.micrometer.observation.tck.TestObservationRegistry observations =
+                        io.micrometer.observation.tck.TestObservationRegistry.create();
+                StepVerifier.create(invoice(42, "REFUNDED", 50).observe(observations).update(transaction, stale))
                         .verifyErrorSatisfies(e -> refusedAfterTheSnapshot(e, stale, table + " (id = 42)"));
+                io.micrometer.observation.tck.TestObservationRegistryAssert.assertThat(observations)
+                        .hasAnObservationWithAKeyValue("outcome", db.mariaDb ? "stale" : "conflict");
             } finally {
                 TestDatabase.rollBackAndClose(transaction);
             }
