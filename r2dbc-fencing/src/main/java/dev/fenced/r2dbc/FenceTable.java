@@ -337,7 +337,8 @@ public final class FenceTable {
      * {@code connectionFactory} or on a factory it wraps ({@code TransactionAwareConnectionFactoryProxy},
      * {@code Wrapped#unwrap()}; needs {@code spring-r2dbc}), both run on its connection and commit or roll back
      * with it: an error, a stale token included, reaches the transaction's owner, which rolls back. Likewise when the
-     * factory hands out a connection that is already in a transaction (not in auto-commit mode): neither begun nor
+     * factory hands out a connection with a transaction open (auto-commit off alone is not one on MariaDB, see the
+     * README's tested environments): neither begun nor
      * committed here. Otherwise on a connection of its own: begins a transaction, commits when the work completes,
      * rolls back on any error (a stale token included, before the work runs) and on cancellation.
      *

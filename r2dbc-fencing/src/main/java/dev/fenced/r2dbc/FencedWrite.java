@@ -52,8 +52,10 @@ import reactor.core.publisher.Mono;
  * ({@code TransactionAwareConnectionFactoryProxy} and other {@code DelegatingConnectionFactory}s,
  * {@code Wrapped#unwrap()}), so a rollback undoes it and a rejected write inside
  * {@code TransactionalOperator.transactional} rolls the whole transaction back; outside one it runs on a connection
- * of its own in auto-commit mode. It never begins or commits a transaction it did not begin: a connection that the
- * factory hands out already in a transaction (not in auto-commit mode) is written in that transaction. Spring's {@code DatabaseClient} is
+ * of its own in auto-commit mode (one with auto-commit off and no transaction open, as r2dbc-mariadb's
+ * {@code setAutoCommit(false)} leaves it, gets a transaction of its own, so that the write commits). It never begins
+ * or commits a transaction it did not begin: a connection that the factory hands out with a transaction open is
+ * written in that transaction. Spring's {@code DatabaseClient} is
  * served by {@code FencedDatabaseClient} in {@code r2dbc-fencing-spring}.
  *
  * <p>With leases from a lock client on PostgreSQL, {@link #checkLease} also checks the lease in the lock's row of the
@@ -263,7 +265,8 @@ public final class FencedWrite {
      * Spring transaction on that factory when there is one ({@code TransactionalOperator}, {@code @Transactional};
      * needs {@code spring-r2dbc} on the class path), so that the write commits or rolls back with it; else a new
      * connection in auto-commit mode, closed afterwards, on which the write commits on its own (with
-     * {@link #checkLease}, a transaction of its own on a new connection).
+     * {@link #checkLease}, or when the connection has auto-commit off and no transaction open, a transaction of its
+     * own on the new connection).
      *
      * @param connectionFactory the connection factory, pooled or not
      * @param lease the lease whose token the write carries

@@ -26,12 +26,12 @@ final class SpringR2dbc {
     /**
      * The transaction's connection on the factory (or a factory it wraps), which the transaction closes (as
      * {@code DatabaseClient} leaves it: releasing it here would take it from the transaction before its commit), or
-     * a new one, closed afterwards.
+     * a new one, closed afterwards ({@link Connections#ownConnection}).
      */
     static <T> Flux<T> with(ConnectionFactory connectionFactory, Function<Connection, ? extends Publisher<T>> work) {
         return transactional(connectionFactory).flatMapMany(joined -> joined.isPresent()
                 ? ConnectionFactoryUtils.getConnection(joined.get()).flatMapMany(work)
-                : Flux.usingWhen(connectionFactory.create(), work, Connection::close));
+                : Connections.ownConnection(connectionFactory, work));
     }
 
     /** Whether the subscriber runs in a Spring transaction that holds a connection of this factory or one it wraps. */
