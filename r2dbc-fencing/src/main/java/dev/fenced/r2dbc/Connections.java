@@ -14,7 +14,7 @@ import reactor.core.publisher.Mono;
 
 /**
  * Where the fenced statements of a {@code ConnectionFactory} run: in the subscriber's Spring transaction on that
- * factory (or one it wraps) when there is one (Spring's {@code spring-r2dbc} on the class path, a {@code TransactionalOperator} or
+ * factory (or one it wraps, or one that wraps it) when there is one (Spring's {@code spring-r2dbc} on the class path, a {@code TransactionalOperator} or
  * {@code @Transactional} upstream), else on a connection of their own.
  */
 final class Connections {

@@ -10,7 +10,7 @@ import org.reactivestreams.Publisher;
 import org.springframework.r2dbc.connection.ConnectionFactoryUtils;
 import org.springframework.r2dbc.connection.DelegatingConnectionFactory;
 import org.springframework.transaction.NoTransactionException;
-import org.springframework.transaction.reactive.TransactionSynchronizationManager;
+import org.springframework.transaction.reactive.TransactionContextManager;
 import reactor.core.publisher.Flux;
 import reactor.core.publisher.Mono;
 
@@ -42,26 +42,45 @@ final class SpringR2dbc {
     /**
      * The factory on which the subscriber's Spring transaction holds its connection: {@code connectionFactory}
      * itself, or the first factory down its chain of wrappers ({@code TransactionAwareConnectionFactoryProxy} and
-     * other {@link DelegatingConnectionFactory}s, a pool's {@link Wrapped#unwrap()}) that the transaction knows.
-     * Spring looks the resource up by the exact factory only, so given a proxy over the transaction's pool it would
-     * find none.
+     * other {@link DelegatingConnectionFactory}s, a pool's {@link Wrapped#unwrap()}) that the transaction knows, or
+     * else a factory the transaction knows whose own chain of wrappers reaches {@code connectionFactory} (the
+     * transaction manager built on a proxy or wrapper of the pool that the library is given). Spring looks the
+     * resource up by the exact factory only, so in either direction it would find none.
      */
     private static Mono<Optional<ConnectionFactory>> transactional(ConnectionFactory connectionFactory) {
-        return TransactionSynchronizationManager.forCurrentTransaction()
+        // The context itself, not TransactionSynchronizationManager: the reactive one cannot list its resources.
+        return TransactionContextManager.currentContext()
                 .map(tx -> {
                     if (!tx.isActualTransactionActive()) {
                         return Optional.<ConnectionFactory>empty();
                     }
                     ConnectionFactory candidate = connectionFactory;
                     for (int depth = 0; candidate != null && depth < MAX_WRAPPERS; depth++) {
-                        if (tx.hasResource(candidate)) {
+                        if (tx.getResources().containsKey(candidate)) {
                             return Optional.of(candidate);
                         }
                         candidate = wrapped(candidate);
                     }
+                    for (Object key : tx.getResources().keySet()) {
+                        if (key instanceof ConnectionFactory bound && reaches(bound, connectionFactory)) {
+                            return Optional.of(bound);
+                        }
+                    }
                     return Optional.<ConnectionFactory>empty();
                 })
                 .onErrorResume(NoTransactionException.class, e -> Mono.just(Optional.empty()));
+    }
+
+    /** Whether {@code target} is on the chain of wrappers that starts at {@code factory}. */
+    private static boolean reaches(ConnectionFactory factory, ConnectionFactory target) {
+        ConnectionFactory candidate = factory;
+        for (int depth = 0; candidate != null && depth < MAX_WRAPPERS; depth++) {
+            if (candidate == target) {
+                return true;
+            }
+            candidate = wrapped(candidate);
+        }
+        return false;
     }
 
     /** The factory that {@code factory} delegates to, or {@code null}. */

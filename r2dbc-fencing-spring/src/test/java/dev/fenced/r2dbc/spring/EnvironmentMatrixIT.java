@@ -22,7 +22,9 @@ import io.r2dbc.spi.ConnectionFactory;
 import io.r2dbc.spi.Result;
 import java.time.Duration;
 import java.util.ArrayList;
+import java.util.EnumSet;
 import java.util.List;
+import java.util.Set;
 import java.util.concurrent.ThreadLocalRandom;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.function.BiFunction;
@@ -71,7 +73,10 @@ import reactor.test.StepVerifier;
  * {@code TransactionalOperator} on a plain, unpooled factory, the library given that factory); {@code @Transactional}
  * (a reactive {@code @Transactional} method of a Spring bean, transaction manager on the pool, the library given the
  * pool); {@code own R2DBC transaction} (the caller begins a transaction on a pooled connection with plain R2DBC and
- * hands the library a plain factory that hands out that connection, which is not in auto-commit mode). The
+ * hands the library a plain factory that hands out that connection, which is not in auto-commit mode);
+ * {@code transaction manager on a proxy} (the other direction: the {@code TransactionalOperator} and the caller's
+ * statements on a {@code TransactionAwareConnectionFactoryProxy} over the pool, the library given the pool; the pool's
+ * default level only, and the paths of {@code ON_PROXY_PATHS}). The
  * {@code DatabaseClient} and entity-template paths use a client (template) over the factory the library is given.
  *
  * <p>Pruned, with the reason: {@code checkLease} on MariaDB (it refuses MariaDB by design, before any statement of
@@ -149,7 +154,8 @@ class EnvironmentMatrixIT {
         PROXY("proxy"),
         PLAIN("plain factory"),
         TRANSACTIONAL("@Transactional"),
-        OWN_TRANSACTION("own R2DBC transaction");
+        OWN_TRANSACTION("own R2DBC transaction"),
+        MANAGER_ON_PROXY("transaction manager on a proxy, library given the pool");
 
         final String label;
 
@@ -183,6 +189,12 @@ class EnvironmentMatrixIT {
         }
     }
 
+    /**
+     * The paths run with the transaction manager on a proxy: one of each way of joining (a write on a factory, the
+     * fence's own transaction, the lease check's); the others reach the transaction the same way.
+     */
+    private static final Set<Path> ON_PROXY_PATHS = EnumSet.of(Path.UPDATE, Path.IN_TRANSACTION, Path.CHECK_LEASE);
+
     static Stream<Cell> cells() {
         List<Cell> cells = new ArrayList<>();
         for (Setting setting : Setting.values()) {
@@ -190,6 +202,9 @@ class EnvironmentMatrixIT {
                 for (Arrival arrival : Arrival.values()) {
                     for (Path path : Path.values()) {
                         if (path == Path.CHECK_LEASE && setting.mariaDb) {
+                            continue;
+                        }
+                        if (arrival == Arrival.MANAGER_ON_PROXY && (scope != Scope.POOL_DEFAULT || !ON_PROXY_PATHS.contains(path))) {
                             continue;
                         }
                         cells.add(new Cell(setting, scope, arrival, path));
@@ -353,6 +368,10 @@ class EnvironmentMatrixIT {
                         ConnectionFactory handedOut = HandedOutConnection.factory(c, pool);
                         return body(work, handedOut, handedOut);
                     });
+            case MANAGER_ON_PROXY -> {
+                ConnectionFactory proxy = Environments.proxy(pool);
+                yield Environments.operator(proxy, transactionLevel).transactional(body(work, proxy, pool));
+            }
         };
     }
 
