@@ -294,37 +294,60 @@ public final class FenceTable {
     }
 
     /**
-     * The advance moved nothing: reads the fence row with a locking read ({@link SqlDialect#lockingRead}; a plain read
-     * may see the transaction's snapshot, not the row the statement judged) to tell another lock's row, a newer token,
-     * no row ({@code missing}), or a row that changed in between ({@code again}; {@code null} the second time).
+     * The advance moved nothing: reads the fence row to tell another lock's row, a newer token, no row
+     * ({@code missing}), or a row that changed in between ({@code again}; {@code null} the second time). First with
+     * a plain read, which takes no lock: another lock's row or a token the rule refuses explains the refusal, and the
+     * refused transaction then holds no lock that the valid holder's next advance would wait for. Only when the plain
+     * read contradicts the refusal (no row, or one the rule accepts: it may be the transaction's snapshot, not the row
+     * the statement judged) is it read again with a locking read ({@link SqlDialect#lockingRead}).
      */
     private Mono<Void> rejected(Connection connection, SqlDialect dialect, FencedLease lease, String resource,
             Mono<Void> missing, @Nullable Mono<Void> again) {
-        Sql select = SqlCache.get("FENCE-STORED\u0000" + dialect + "\u0000" + name, () -> new Sql.Builder(dialect)
-                .append("SELECT last_token, last_owner, lock_id FROM ").id(name).append(" WHERE resource = ").param(0)
-                .append(dialect.lockingRead()).build());
+        return stored(connection, dialect, resource, false)
+                .filter(stored -> (stored.lockId() != null && !stored.lockId().equals(lease.lockId()))
+                        || !rule.accepts(stored.token(), stored.owner(), lease.token(), lease.ownerId()))
+                .flatMap(stored -> explained(lease, resource, stored, null))
+                .switchIfEmpty(Mono.defer(() -> lockedRejection(connection, dialect, lease, resource, missing, again)));
+    }
+
+    private Mono<Statements.Stored> stored(Connection connection, SqlDialect dialect, String resource, boolean locking) {
+        Sql select = SqlCache.get("FENCE-STORED\u0000" + dialect + "\u0000" + name + "\u0000" + locking, () -> {
+            Sql.Builder sql = new Sql.Builder(dialect).append("SELECT last_token, last_owner, lock_id FROM ").id(name)
+                    .append(" WHERE resource = ").param(0);
+            return (locking ? sql.append(dialect.lockingRead()) : sql).build();
+        });
         return Statements.stored(select.bind(connection.createStatement(select.text()), List.of(Sql.Param.of(resource))),
-                        schemaDescription(dialect))
+                schemaDescription(dialect));
+    }
+
+    /** {@link #rejected}, once the plain read contradicted the refusal: the row as committed now decides. */
+    private Mono<Void> lockedRejection(Connection connection, SqlDialect dialect, FencedLease lease, String resource,
+            Mono<Void> missing, @Nullable Mono<Void> again) {
+        return stored(connection, dialect, resource, true)
                 .map(Optional::of)
                 .defaultIfEmpty(Optional.empty())
                 .flatMap(found -> {
                     if (found.isEmpty()) {
                         return missing;
                     }
-                    Statements.Stored stored = found.get();
-                    String fencedBy = stored.lockId();
-                    if (fencedBy != null && !fencedBy.equals(lease.lockId())) {
-                        return Mono.<Void>error(FenceLockMismatchException.of(lease.name(), name, resource, fencedBy,
-                                lease.lockId()));
-                    }
-                    if (rule.accepts(stored.token(), stored.owner(), lease.token(), lease.ownerId())) {
-                        // Changed after the statement; the locking read holds it now (in a transaction): decide again.
-                        return again != null ? again
-                                : Mono.<Void>error(FencedWriteConflictException.changedDuringWrite(lease.name(), target(resource)));
-                    }
-                    return Mono.<Void>error(Leases.rejected(lease, target(resource), stored.token() == null ? 0 : stored.token(),
-                            stored.owner()));
+                    return explained(lease, resource, found.get(), again);
                 });
+    }
+
+    /** Why the stored fence row refused the lease; {@code again} decides once more if the row now accepts it. */
+    private Mono<Void> explained(FencedLease lease, String resource, Statements.Stored stored, @Nullable Mono<Void> again) {
+        String fencedBy = stored.lockId();
+        if (fencedBy != null && !fencedBy.equals(lease.lockId())) {
+            return Mono.<Void>error(FenceLockMismatchException.of(lease.name(), name, resource, fencedBy,
+                    lease.lockId()));
+        }
+        if (rule.accepts(stored.token(), stored.owner(), lease.token(), lease.ownerId())) {
+            // Changed after the statement; the locking read holds it now (in a transaction): decide again.
+            return again != null ? again
+                    : Mono.<Void>error(FencedWriteConflictException.changedDuringWrite(lease.name(), target(resource)));
+        }
+        return Mono.<Void>error(Leases.rejected(lease, target(resource), stored.token() == null ? 0 : stored.token(),
+                stored.owner()));
     }
 
     private String target(String resource) {

@@ -33,10 +33,11 @@ import reactor.core.publisher.Mono;
  * <p>{@link #update} runs {@code UPDATE … SET …, token = ?, owner = ? WHERE key AND <rule>}: it emits the
  * number of rows updated, or fails with {@link dev.fenced.lock.StaleFencingTokenException} (the presented and
  * the stored token) when the rule rejects the write, or {@link FencedRowNotFoundException} when no row
- * matches the key. The guarded statement alone decides acceptance; a refusal is explained with a locking read
- * ({@code FOR NO KEY UPDATE} on PostgreSQL, {@code FOR UPDATE} on MariaDB/MySQL), which sees the latest committed row
- * whatever the isolation level (a plain read under InnoDB's {@code REPEATABLE READ} would see the transaction's
- * snapshot). Where the database cannot serialize the write with a concurrent transaction (PostgreSQL under
+ * matches the key. The guarded statement alone decides acceptance; a refusal is explained with a plain read, which
+ * takes no lock, so a refused writer does not make the valid holder's next write wait for its transaction; only when
+ * that read contradicts the refusal (no row, or one the rule accepts: under InnoDB's {@code REPEATABLE READ} it may be
+ * the transaction's snapshot) is it explained with a locking read ({@code FOR KEY SHARE} on PostgreSQL,
+ * {@code FOR UPDATE} on MariaDB/MySQL), which sees the latest committed row. Where the database cannot serialize the write with a concurrent transaction (PostgreSQL under
  * {@code REPEATABLE READ} or {@code SERIALIZABLE}, when a newer holder wrote the row after this transaction's first
  * read; a deadlock), it fails with {@link FencedWriteConflictException}, never as a success or a missing row.
  * {@link #upsert} inserts rows that may not exist yet and guards the update of those that do.
@@ -448,15 +449,36 @@ public final class FencedWrite {
     }
 
     /**
-     * Nothing was written: read what the row holds to tell "stale" from "no such row". The read is a locking read
-     * ({@link SqlDialect#lockingRead}): a plain one may see the transaction's snapshot instead of the row the guarded
-     * statement judged, and report a refused write as accepted or missing.
+     * Nothing was written: read what the row holds to tell "stale" from "no such row". First with a plain read, which
+     * takes no lock: a token there that the rule refuses explains the refusal (the guarded statement decided; the row
+     * as committed now holds that token or a newer one), and a refused writer then holds no lock on the row, so the
+     * valid holder's next write does not wait for the refused writer's transaction to end. Only when the plain read
+     * contradicts the refusal (no row, or a row the rule accepts: it may be the transaction's snapshot instead of the
+     * row the guarded statement judged, under InnoDB's {@code REPEATABLE READ}) is the row read again with a locking
+     * read ({@link SqlDialect#lockingRead}), which sees the latest committed version.
      *
      * @param again the guarded statement, to decide once more when the row now holds what the rule accepts (it
      *     changed after the statement); {@code null} when that was the second time
      */
     private Mono<Long> explainRejection(Connection connection, SqlDialect dialect, FencedLease lease, @Nullable Mono<Long> again) {
-        Sql select = selectStoredSql(dialect);
+        Sql plain = selectStoredSql(dialect, false);
+        return Statements.stored(plain.bind(connection.createStatement(plain.text()), keyParams()), schemaDescription(dialect))
+                .filter(stored -> stored.token() != null
+                        && !rule.accepts(stored.token(), stored.owner(), lease.token(), lease.ownerId()))
+                .flatMap(stored -> Mono.<Long>error(rejection(lease, stored)))
+                .switchIfEmpty(Mono.defer(() -> explainWithLockingRead(connection, dialect, lease, again)));
+    }
+
+    private Throwable rejection(FencedLease lease, Statements.Stored stored) {
+        long token = Objects.requireNonNull(stored.token());
+        return ownerColumn == null ? Leases.rejectedByToken(lease, target(), token)
+                : Leases.rejected(lease, target(), token, stored.owner());
+    }
+
+    /** {@link #explainRejection}, once the plain read contradicted the refusal: the row as committed now decides. */
+    private Mono<Long> explainWithLockingRead(Connection connection, SqlDialect dialect, FencedLease lease,
+            @Nullable Mono<Long> again) {
+        Sql select = selectStoredSql(dialect, true);
         return Statements.stored(select.bind(connection.createStatement(select.text()), keyParams()), schemaDescription(dialect))
                 .flatMap(stored -> {
                     Long token = stored.token();
@@ -472,8 +494,7 @@ public final class FencedWrite {
                         return again != null ? again
                                 : Mono.<Long>error(FencedWriteConflictException.changedDuringWrite(lease.name(), target()));
                     }
-                    return Mono.<Long>error(ownerColumn == null ? Leases.rejectedByToken(lease, target(), token)
-                            : Leases.rejected(lease, target(), token, stored.owner()));
+                    return Mono.<Long>error(rejection(lease, stored));
                 })
                 .switchIfEmpty(Mono.error(() -> FencedRowNotFoundException.of(lease.name(), target())));
     }
@@ -521,13 +542,14 @@ public final class FencedWrite {
         return SqlCache.get(shape("INSERT", dialect), () -> buildInsert(new Sql.Builder(dialect)).build());
     }
 
-    private Sql selectStoredSql(SqlDialect dialect) {
-        return SqlCache.get(shape("STORED", dialect), () -> {
+    private Sql selectStoredSql(SqlDialect dialect, boolean locking) {
+        return SqlCache.get(shape(locking ? "STORED-LOCKING" : "STORED", dialect), () -> {
             Sql.Builder sql = new Sql.Builder(dialect).append("SELECT ").id(tokenColumn);
             if (ownerColumn != null) {
                 sql.append(", ").id(ownerColumn);
             }
-            return keyCondition(sql.append(" FROM ").id(table).append(" WHERE "), 0).append(dialect.lockingRead()).build();
+            keyCondition(sql.append(" FROM ").id(table).append(" WHERE "), 0);
+            return (locking ? sql.append(dialect.lockingRead()) : sql).build();
         });
     }
 

@@ -13,7 +13,7 @@ import java.util.Locale;
 enum SqlDialect {
 
     /** PostgreSQL: {@code "quoted"} identifiers, {@code $n} markers, {@code INSERT … ON CONFLICT … DO UPDATE … WHERE}. */
-    POSTGRESQL('"', "now()", "fence-table.sql", "text", true, " FOR NO KEY UPDATE"),
+    POSTGRESQL('"', "now()", "fence-table.sql", "text", true, " FOR KEY SHARE"),
 
     /**
      * MariaDB and MySQL: {@code `quoted`} identifiers, {@code ?} markers. Their {@code ON DUPLICATE KEY UPDATE}
@@ -109,11 +109,15 @@ enum SqlDialect {
     }
 
     /**
-     * The clause that makes a {@code SELECT} a locking read, which the explanation of a refused write needs: a plain
-     * read under InnoDB's {@code REPEATABLE READ} (MariaDB's default) sees the transaction's snapshot, not the row
-     * the guarded statement judged, while a locking read sees the latest committed version and holds it until the
-     * transaction ends. The lock taken is the one the guarded statement would have taken (PostgreSQL's
-     * {@code FOR NO KEY UPDATE}, InnoDB's {@code FOR UPDATE}), so reading it adds no lock upgrade. Under PostgreSQL's
+     * The clause that makes a {@code SELECT} a locking read, which the explanation of a refused write needs when a
+     * plain read contradicts the refusal: a plain read under InnoDB's {@code REPEATABLE READ} (MariaDB's default) sees
+     * the transaction's snapshot, not the row the guarded statement judged, while a locking read sees the latest
+     * committed version and holds its lock until the transaction ends. On PostgreSQL it is the weakest lock that does
+     * so, {@code FOR KEY SHARE}, which does not conflict with the {@code FOR NO KEY UPDATE} lock of another
+     * transaction's (non-key) {@code UPDATE}, so the valid holder's next write does not wait for a refused writer's
+     * transaction. On InnoDB it is {@code FOR UPDATE}, the lock the guarded {@code UPDATE} itself takes on the rows it
+     * reads under {@code REPEATABLE READ} (under {@code READ COMMITTED} it releases it for a row that does not match;
+     * the locking read then keeps one until the transaction ends, on that rare path only). Under PostgreSQL's
      * {@code REPEATABLE READ} and {@code SERIALIZABLE}, a locking read of a row changed after the snapshot fails to
      * serialize (SQLSTATE {@code 40001}) instead of reading it.
      */

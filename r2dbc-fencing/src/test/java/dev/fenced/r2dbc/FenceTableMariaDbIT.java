@@ -2,6 +2,7 @@ package dev.fenced.r2dbc;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
+import dev.fenced.lock.StaleFencingTokenException;
 import dev.fenced.testservices.MariaDbServer;
 import dev.fenced.testservices.MariaDbServerExtension;
 import io.r2dbc.pool.ConnectionPool;
@@ -10,6 +11,7 @@ import io.r2dbc.spi.Connection;
 import io.r2dbc.spi.ConnectionFactories;
 import io.r2dbc.spi.ConnectionFactory;
 import io.r2dbc.spi.ConnectionFactoryMetadata;
+import io.r2dbc.spi.IsolationLevel;
 import java.time.Duration;
 import java.util.List;
 import org.junit.jupiter.api.Test;
@@ -104,6 +106,38 @@ class FenceTableMariaDbIT extends FenceTableContract {
             assertThat(db.query("SELECT status FROM " + table)).containsExactly(List.of("NEW"));
         } finally {
             db.execute("DROP TABLE IF EXISTS " + table);
+        }
+    }
+
+    // MariaDB only: on PostgreSQL the advance is one INSERT … ON CONFLICT DO UPDATE … WHERE, which locks the
+    // conflicting row even when its WHERE refuses the lease, before any explanation runs.
+
+    @Test
+    void aRefusedStaleAdvanceThatKeepsItsTransactionOpenDoesNotMakeTheValidHolderWait() {
+        String fenceName = TestDatabase.uniqueName("fence");
+        FenceTable fence = FenceTable.named(fenceName);
+        StepVerifier.create(fence.create(db.connections)).verifyComplete();
+        TestLease holder = new TestLease("ledger", 9, "b");
+        try {
+            StepVerifier.create(fence.inTransaction(db.connections, holder, c -> Mono.<Long>empty())).verifyComplete();
+            Connection refused = db.readFirstIn(IsolationLevel.READ_COMMITTED, "SELECT 1");
+            try {
+                StepVerifier.create(fence.advance(refused, new TestLease("ledger", 8, "a")))
+                        .verifyErrorSatisfies(e -> assertThat(((StaleFencingTokenException) e).storedToken()).isEqualTo(9));
+                // The stale transaction stays open; the holder's next advance must not wait for it (a wait fails here).
+                Connection next = db.readFirstIn(IsolationLevel.READ_COMMITTED, "SET SESSION innodb_lock_wait_timeout = 1");
+                try {
+                    StepVerifier.create(fence.advance(next, holder).then(Mono.from(next.commitTransaction()))).verifyComplete();
+                } finally {
+                    TestDatabase.run(next, "SET SESSION innodb_lock_wait_timeout = DEFAULT");
+                    TestDatabase.rollBackAndClose(next);
+                }
+            } finally {
+                TestDatabase.rollBackAndClose(refused);
+            }
+            assertThat(db.query("SELECT last_token, last_owner FROM " + fenceName)).containsExactly(List.of(9L, "b"));
+        } finally {
+            db.execute("DROP TABLE IF EXISTS " + fenceName);
         }
     }
 }

@@ -407,6 +407,39 @@ abstract class FencedWriteContract {
         assertThat(row(42)).containsExactly("PAID", 100L, 7L, "a");
     }
 
+    /** Makes the connection's lock waits fail after one second, for the rest of its transaction (MariaDB: its session). */
+    void failLockWaitsAfterOneSecond(Connection connection) {
+        TestDatabase.run(connection, db.mariaDb ? "SET SESSION innodb_lock_wait_timeout = 1" : "SET LOCAL lock_timeout = '1s'");
+    }
+
+    @Test
+    void aRefusedStaleWriterThatKeepsItsTransactionOpenDoesNotMakeTheValidHolderWait() {
+        TestLease stale = new TestLease("invoice:42", 100, "old");
+        TestLease holder = new TestLease("invoice:42", 200, "new");
+        StepVerifier.create(invoice(42, "PAID", 1).update(db.connections, holder)).expectNext(1L).verifyComplete();
+        Connection refused = db.readFirstIn(io.r2dbc.spi.IsolationLevel.READ_COMMITTED, "SELECT 1");
+        try {
+            StepVerifier.create(invoice(42, "STALE", 2).update(refused, stale))
+                    .verifyErrorSatisfies(e -> assertThat(((StaleFencingTokenException) e).storedToken()).isEqualTo(200));
+            // The stale transaction stays open; the holder's next write must not wait for it (a wait fails here).
+            Connection next = db.readFirstIn(io.r2dbc.spi.IsolationLevel.READ_COMMITTED, "SELECT 1");
+            try {
+                failLockWaitsAfterOneSecond(next);
+                StepVerifier.create(invoice(42, "REFUNDED", 3).update(next, holder)
+                                .flatMap(rows -> Mono.from(next.commitTransaction()).thenReturn(rows)))
+                        .expectNext(1L).verifyComplete();
+            } finally {
+                if (db.mariaDb) {
+                    TestDatabase.run(next, "SET SESSION innodb_lock_wait_timeout = DEFAULT");
+                }
+                TestDatabase.rollBackAndClose(next);
+            }
+        } finally {
+            TestDatabase.rollBackAndClose(refused);
+        }
+        assertThat(row(42)).containsExactly("REFUNDED", 3L, 200L, "new");
+    }
+
     // A stale holder whose transaction began with a read (fixing its snapshot) while a newer holder wrote: the
     // refusal is explained by what the guarded statement judged, not by the snapshot (MariaDB's default isolation).
 
