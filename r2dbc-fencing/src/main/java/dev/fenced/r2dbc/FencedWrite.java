@@ -337,7 +337,8 @@ public final class FencedWrite {
      * Write the result with a {@code FencedWrite} of the same lease: under the default rule the same lease may
      * write again. In a transaction the claimed row also stays locked until the transaction ends; there plain
      * statements may follow, which is how a table with the token column alone ({@link FencingRule#STRICTLY_NEWER},
-     * one write per token) does its read-modify-write.
+     * one write per token) does its read-modify-write. The row is read with a locking read
+     * ({@code FOR KEY SHARE} / {@code FOR UPDATE}), so it is the row as it is now, never the transaction's snapshot.
      *
      * @param connection the connection
      * @param lease the lease whose token claims the row
@@ -553,9 +554,15 @@ public final class FencedWrite {
         });
     }
 
+    /**
+     * The claim's read of the row, a locking read: after a claim that changed nothing (the row held these very values)
+     * a plain read under InnoDB's {@code REPEATABLE READ} would return the transaction's snapshot, not the row as it is
+     * now. The claim already holds the row (its guarded statement locked it), so the read waits for no one.
+     */
     private Sql selectRowSql(SqlDialect dialect) {
         return SqlCache.get(shape("ROW", dialect),
-                () -> keyCondition(new Sql.Builder(dialect).append("SELECT * FROM ").id(table).append(" WHERE "), 0).build());
+                () -> keyCondition(new Sql.Builder(dialect).append("SELECT * FROM ").id(table).append(" WHERE "), 0)
+                        .append(dialect.lockingRead()).build());
     }
 
     /** What the SQL depends on: the statement kind, the dialect, the table, the columns in order, and the rule. */

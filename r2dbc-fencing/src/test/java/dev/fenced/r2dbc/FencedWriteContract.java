@@ -32,7 +32,7 @@ abstract class FencedWriteContract {
     private static final Duration BOUND = Duration.ofSeconds(30);
 
     final TestDatabase db;
-    private String table;
+    String table;
 
     FencedWriteContract(TestDatabase db) {
         this.db = db;
@@ -62,7 +62,7 @@ abstract class FencedWriteContract {
         db.close();
     }
 
-    private FencedWrite invoice(long id, String status, long amount) {
+    FencedWrite invoice(long id, String status, long amount) {
         return FencedWrite.into(table).key("id", id).set("status", status).set("amount", amount);
     }
 
