@@ -8,7 +8,8 @@ import org.jspecify.annotations.Nullable;
  * database aborted it with a serialization failure or a deadlock (SQLSTATE {@code 40001}, PostgreSQL's
  * {@code 40P01}), or, in auto-commit mode, the row changed again between the guarded statement and the locking read
  * that explains its refusal, or the guarded statement found no row where the transaction's snapshot may hide one
- * ({@link #rowHiddenBySnapshot}). It is never a success and never "row not found": nothing of the write was accepted.
+ * ({@link #rowHiddenBySnapshot}), or it waited for a row lock longer than the database allows
+ * ({@link #lockWaitTimedOut}). It is never a success and never "row not found": nothing of the write was accepted.
  *
  * <p>Where it comes from: under {@code REPEATABLE READ} or {@code SERIALIZABLE} on PostgreSQL, a row that another
  * transaction changed after this transaction's snapshot cannot be written or locked (a newer holder's write after
@@ -60,6 +61,25 @@ public final class FencedWriteConflictException extends FencedLockException {
     }
 
     /**
+     * A statement of the write waited for a row lock longer than the database allows (MariaDB's and MySQL's
+     * {@code innodb_lock_wait_timeout}, error 1205; PostgreSQL's {@code lock_timeout}, SQLSTATE {@code 55P03}):
+     * another transaction holds the row. The statement took no effect; MariaDB rolls back that statement only
+     * (unless {@code innodb_rollback_on_timeout}), so roll the transaction back yourself.
+     *
+     * @param lockName the lock whose lease made the write
+     * @param target what was to be written
+     * @param sqlState the database's SQLSTATE ({@code HY000} on MariaDB, {@code 55P03})
+     * @param errorCode the database's error code (1205 on MariaDB, 0 where the driver reports none)
+     * @param cause the driver's error
+     * @return a new exception
+     */
+    public static FencedWriteConflictException lockWaitTimedOut(String lockName, String target, @Nullable String sqlState,
+            int errorCode, Throwable cause) {
+        return new FencedWriteConflictException(lockName, target, sqlState, "a row lock was not granted within the "
+                + "database's lock wait timeout, SQLSTATE " + sqlState + (errorCode == 0 ? "" : ", error " + errorCode), cause);
+    }
+
+    /**
      * The guarded statement and the locking read found no row, but the transaction runs at {@code REPEATABLE READ} or
      * higher on PostgreSQL, whose snapshot hides a row that another transaction (a newer holder) inserted after it
      * began. Retrying the transaction decides it: a new snapshot sees such a row (the retry is refused as stale), or
@@ -85,8 +105,9 @@ public final class FencedWriteConflictException extends FencedLockException {
     }
 
     /**
-     * The database's SQLSTATE ({@code 40001} or {@code 40P01}), or {@code null} when the row changed during the write
-     * or may be hidden by the snapshot.
+     * The database's SQLSTATE ({@code 40001} or {@code 40P01}; for a lock wait timeout {@code HY000} on MariaDB,
+     * {@code 55P03} on PostgreSQL), or {@code null} when the row changed during the write or may be hidden by the
+     * snapshot.
      *
      * @return the SQLSTATE
      */

@@ -21,6 +21,10 @@ final class SqlErrors {
      */
     private static final Set<String> CONFLICT = Set.of("40001", "40P01");
 
+    /** A lock wait that timed out: MariaDB's and MySQL's error 1205 (ER_LOCK_WAIT_TIMEOUT), PostgreSQL's 55P03. */
+    private static final int ER_LOCK_WAIT_TIMEOUT = 1205;
+    private static final String PG_LOCK_NOT_AVAILABLE = "55P03";
+
     private SqlErrors() {
     }
 
@@ -68,7 +72,8 @@ final class SqlErrors {
     }
 
     /**
-     * Makes a serialization failure or deadlock of a fenced statement the typed {@link FencedWriteConflictException}.
+     * Makes a serialization failure, deadlock or lock wait timeout (MariaDB's error 1205, PostgreSQL's
+     * {@code lock_timeout}, 55P03) of a fenced statement the typed {@link FencedWriteConflictException}.
      *
      * @param error the failure
      * @param lockName the lock of the lease that wrote
@@ -77,6 +82,13 @@ final class SqlErrors {
      */
     static Throwable conflict(Throwable error, String lockName, String target) {
         String state = conflictState(error);
-        return state == null ? error : FencedWriteConflictException.of(lockName, target, state, error);
+        if (state != null) {
+            return FencedWriteConflictException.of(lockName, target, state, error);
+        }
+        if (error instanceof R2dbcException r2dbc && (r2dbc.getErrorCode() == ER_LOCK_WAIT_TIMEOUT
+                || PG_LOCK_NOT_AVAILABLE.equals(r2dbc.getSqlState()))) {
+            return FencedWriteConflictException.lockWaitTimedOut(lockName, target, r2dbc.getSqlState(), r2dbc.getErrorCode(), error);
+        }
+        return error;
     }
 }

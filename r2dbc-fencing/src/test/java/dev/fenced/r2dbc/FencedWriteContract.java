@@ -407,9 +407,18 @@ abstract class FencedWriteContract {
         assertThat(row(42)).containsExactly("PAID", 100L, 7L, "a");
     }
 
-    /** Makes the connection's lock waits fail after one second, for the rest of its transaction (MariaDB: its session). */
-    void failLockWaitsAfterOneSecond(Connection connection) {
-        TestDatabase.run(connection, db.mariaDb ? "SET SESSION innodb_lock_wait_timeout = 1" : "SET LOCAL lock_timeout = '1s'");
+    /** A pooled connection in a READ COMMITTED transaction whose lock waits fail after one second. */
+    Connection impatient() {
+        return db.readFirstIn(io.r2dbc.spi.IsolationLevel.READ_COMMITTED,
+                db.mariaDb ? "SET SESSION innodb_lock_wait_timeout = 1" : "SET LOCAL lock_timeout = '1s'");
+    }
+
+    /** Ends an {@link #impatient()} connection's transaction and gives the pool back its default lock wait. */
+    void rollBackImpatient(Connection connection) {
+        if (db.mariaDb) {
+            TestDatabase.run(connection, "SET SESSION innodb_lock_wait_timeout = DEFAULT");
+        }
+        TestDatabase.rollBackAndClose(connection);
     }
 
     @Test
@@ -422,22 +431,42 @@ abstract class FencedWriteContract {
             StepVerifier.create(invoice(42, "STALE", 2).update(refused, stale))
                     .verifyErrorSatisfies(e -> assertThat(((StaleFencingTokenException) e).storedToken()).isEqualTo(200));
             // The stale transaction stays open; the holder's next write must not wait for it (a wait fails here).
-            Connection next = db.readFirstIn(io.r2dbc.spi.IsolationLevel.READ_COMMITTED, "SELECT 1");
+            Connection next = impatient();
             try {
-                failLockWaitsAfterOneSecond(next);
                 StepVerifier.create(invoice(42, "REFUNDED", 3).update(next, holder)
                                 .flatMap(rows -> Mono.from(next.commitTransaction()).thenReturn(rows)))
                         .expectNext(1L).verifyComplete();
             } finally {
-                if (db.mariaDb) {
-                    TestDatabase.run(next, "SET SESSION innodb_lock_wait_timeout = DEFAULT");
-                }
-                TestDatabase.rollBackAndClose(next);
+                rollBackImpatient(next);
             }
         } finally {
             TestDatabase.rollBackAndClose(refused);
         }
         assertThat(row(42)).containsExactly("REFUNDED", 3L, 200L, "new");
+    }
+
+    @Test
+    void aLockWaitThatTimesOutIsATypedConflict() {
+        Connection other = db.readFirstIn(io.r2dbc.spi.IsolationLevel.READ_COMMITTED,
+                "UPDATE " + table + " SET amount = amount + 1 WHERE id = 42");
+        try {
+            Connection writer = impatient();
+            try {
+                StepVerifier.create(invoice(42, "PAID", 1).update(writer, new TestLease("invoice:42", 7, "a")))
+                        .verifyErrorSatisfies(e -> {
+                            assertThat(e).isInstanceOf(FencedWriteConflictException.class).hasMessage("The fenced write to "
+                                    + table + " (id = 42) under lock 'invoice:42' conflicted with a concurrent transaction (a "
+                                    + "row lock was not granted within the database's lock wait timeout, "
+                                    + (db.mariaDb ? "SQLSTATE HY000, error 1205" : "SQLSTATE 55P03") + "); nothing of it was "
+                                    + "accepted: roll the transaction back and retry it");
+                            assertThat(((FencedWriteConflictException) e).sqlState()).isEqualTo(db.mariaDb ? "HY000" : "55P03");
+                        });
+            } finally {
+                rollBackImpatient(writer);
+            }
+        } finally {
+            TestDatabase.rollBackAndClose(other);
+        }
     }
 
     // A stale holder whose transaction began with a read (fixing its snapshot) while a newer holder wrote: the
