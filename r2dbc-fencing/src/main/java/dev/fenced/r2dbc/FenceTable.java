@@ -10,6 +10,7 @@ import java.io.UncheckedIOException;
 import java.nio.charset.StandardCharsets;
 import java.util.List;
 import java.util.Objects;
+import java.util.Optional;
 import java.util.function.Function;
 import org.jspecify.annotations.Nullable;
 import org.reactivestreams.Publisher;
@@ -22,7 +23,10 @@ import reactor.core.scheduler.Schedulers;
  * that cannot carry token columns, or a lock that guards several rows or tables.
  *
  * <p>{@link #advance} moves a resource's fence to the lease's token as the first statement of the caller's
- * transaction, or fails with {@link dev.fenced.lock.StaleFencingTokenException}; the row stays locked until
+ * transaction, or fails with {@link dev.fenced.lock.StaleFencingTokenException} (a refusal is explained with a locking
+ * read, which sees the latest committed fence whatever the isolation level), or with
+ * {@link FencedWriteConflictException} where the database cannot serialize it with a concurrent transaction
+ * (PostgreSQL under {@code REPEATABLE READ} or {@code SERIALIZABLE}, a deadlock); the row stays locked until
  * the transaction ends, so a stale holder cannot commit in between: the advance is the claim step of the
  * resources it fences. {@link #inTransaction} does the whole thing: inside the subscriber's Spring transaction it
  * advances and runs the caller's statements there; elsewhere it begins, advances, runs them and commits; on any
@@ -101,8 +105,10 @@ public final class FenceTable {
      * Without a guard, a Context-driven call takes the Context's only lease and fails with
      * {@link dev.fenced.lock.AmbiguousLeaseException} when there are several.
      *
-     * @param lockName the lock name, as given to {@code withLease}
+     * @param lockName the lock name, as given to {@code withLease}; the rule of lock names applies
      * @return a new instance
+     * @throws IllegalArgumentException when the name is not a valid lock name (null, blank, over 1,024 characters,
+     *     control characters or braces), with the message {@code acquire} gives for it
      */
     public FenceTable guardedBy(String lockName) {
         return new FenceTable(name, rule, Leases.requireGuard(lockName), leaseCheck);
@@ -217,32 +223,40 @@ public final class FenceTable {
             }
             SqlDialect dialect = SqlDialect.of(connection);
             Mono<Void> move = move(connection, dialect, lease, resource);
-            return leaseCheck == null ? move : leaseCheck.verify(connection, lease, description()).then(move);
+            return (leaseCheck == null ? move : leaseCheck.verify(connection, lease, description()).then(move))
+                    .onErrorMap(e -> SqlErrors.conflict(e, lease.name(), target(resource)));
         });
     }
 
     private Mono<Void> move(Connection connection, SqlDialect dialect, FencedLease lease, String resource) {
-        return Mono.defer(() -> {
-            List<Sql.Param> params = List.of(Sql.Param.of(resource), Sql.Param.of(lease.token()), Sql.Param.of(lease.ownerId()),
-                    Sql.Param.of(lease.lockId()));
-            if (dialect.atomicUpsert()) {
-                Sql upsert = upsertSql(dialect);
-                return Statements.rowsUpdated(upsert.bind(connection.createStatement(upsert.text()), params),
-                                schemaDescription(dialect))
-                        .flatMap(rows -> rows > 0 ? Mono.<Void>empty() : rejected(connection, dialect, lease, resource));
-            }
-            // Update, else insert, else (another transaction inserted the row meanwhile) update.
-            Mono<Void> update = Mono.defer(() -> {
-                Sql sql = updateSql(dialect);
-                return Statements.rowsUpdated(sql.bind(connection.createStatement(sql.text()), params), schemaDescription(dialect))
-                        .flatMap(rows -> rows > 0 ? Mono.<Void>empty() : rejected(connection, dialect, lease, resource));
-            });
-            Sql insert = insertSql(dialect);
-            return update.onErrorResume(MissingFence.class, missing -> Statements.rowsUpdated(
-                            insert.bind(connection.createStatement(insert.text()), params), schemaDescription(dialect))
-                    .then()
-                    .onErrorResume(SqlErrors::isDuplicateKey, raced -> update));
-        });
+        List<Sql.Param> params = List.of(Sql.Param.of(resource), Sql.Param.of(lease.token()), Sql.Param.of(lease.ownerId()),
+                Sql.Param.of(lease.lockId()));
+        Mono<Void> vanished = Mono.error(() -> new IllegalStateException("The fence row of " + resource
+                + " vanished while it was being advanced"));
+        if (dialect.atomicUpsert()) {
+            return guarded(connection, dialect, lease, resource, upsertSql(dialect), params, vanished, true);
+        }
+        // Update, else insert, else (another transaction inserted the row meanwhile) update.
+        Sql insert = insertSql(dialect);
+        Mono<Void> insertOrUpdate = Mono.defer(() -> Statements.rowsUpdated(
+                        insert.bind(connection.createStatement(insert.text()), params), schemaDescription(dialect)))
+                .then()
+                .onErrorResume(SqlErrors::isDuplicateKey, raced -> guarded(connection, dialect, lease, resource,
+                        updateSql(dialect), params, vanished, true));
+        return guarded(connection, dialect, lease, resource, updateSql(dialect), params, insertOrUpdate, true);
+    }
+
+    /**
+     * Runs a guarded statement of the fence, which alone decides acceptance; when it moves nothing, explains why with
+     * a locking read, runs {@code missing} when there is no row, and decides once more with the statement if the row
+     * changed in between.
+     */
+    private Mono<Void> guarded(Connection connection, SqlDialect dialect, FencedLease lease, String resource, Sql sql,
+            List<Sql.Param> params, Mono<Void> missing, boolean again) {
+        return Mono.defer(() -> Statements.rowsUpdated(sql.bind(connection.createStatement(sql.text()), params),
+                        schemaDescription(dialect)))
+                .flatMap(rows -> rows > 0 ? Mono.<Void>empty() : rejected(connection, dialect, lease, resource, missing,
+                        again ? guarded(connection, dialect, lease, resource, sql, params, missing, false) : null));
     }
 
     /** PostgreSQL: one {@code INSERT … ON CONFLICT … DO UPDATE … WHERE <same lock> AND <rule>}. Values: resource, token, owner, lock id. */
@@ -279,43 +293,77 @@ public final class FenceTable {
                 .append(", ").param(2).append(", ").param(3).append(")").build());
     }
 
-    /** No fence row yet: for the dialects whose advance inserts it then. */
-    private static final class MissingFence extends RuntimeException {
-
-        private static final long serialVersionUID = 1L;
-
-        MissingFence() {
-            super(null, null, false, false);
-        }
+    /**
+     * The advance moved nothing: reads the fence row to tell another lock's row, a newer token, no row
+     * ({@code missing}), or a row that changed in between ({@code again}; {@code null} the second time). First with
+     * a plain read, which takes no lock: another lock's row or a token the rule refuses explains the refusal, and the
+     * refused transaction then holds no lock that the valid holder's next advance would wait for. Only when the plain
+     * read contradicts the refusal (no row, or one the rule accepts: it may be the transaction's snapshot, not the row
+     * the statement judged) is it read again with a locking read ({@link SqlDialect#lockingRead}).
+     */
+    private Mono<Void> rejected(Connection connection, SqlDialect dialect, FencedLease lease, String resource,
+            Mono<Void> missing, @Nullable Mono<Void> again) {
+        return stored(connection, dialect, resource, false)
+                .filter(stored -> (stored.lockId() != null && !stored.lockId().equals(lease.lockId()))
+                        || !rule.accepts(stored.token(), stored.owner(), lease.token(), lease.ownerId()))
+                .flatMap(stored -> explained(lease, resource, stored, null))
+                .switchIfEmpty(Mono.defer(() -> lockedRejection(connection, dialect, lease, resource, missing, again)));
     }
 
-    private Mono<Void> rejected(Connection connection, SqlDialect dialect, FencedLease lease, String resource) {
-        Sql select = SqlCache.get("FENCE-STORED\u0000" + dialect + "\u0000" + name, () -> new Sql.Builder(dialect)
-                .append("SELECT last_token, last_owner, lock_id FROM ").id(name).append(" WHERE resource = ").param(0).build());
-        String target = "fence " + name + " (resource = " + resource + ")";
+    private Mono<Statements.Stored> stored(Connection connection, SqlDialect dialect, String resource, boolean locking) {
+        Sql select = SqlCache.get("FENCE-STORED\u0000" + dialect + "\u0000" + name + "\u0000" + locking, () -> {
+            Sql.Builder sql = new Sql.Builder(dialect).append("SELECT last_token, last_owner, lock_id FROM ").id(name)
+                    .append(" WHERE resource = ").param(0);
+            return (locking ? sql.append(dialect.lockingRead()) : sql).build();
+        });
         return Statements.stored(select.bind(connection.createStatement(select.text()), List.of(Sql.Param.of(resource))),
-                        schemaDescription(dialect))
-                .flatMap(stored -> {
-                    String fencedBy = stored.lockId();
-                    if (fencedBy != null && !fencedBy.equals(lease.lockId())) {
-                        return Mono.<Void>error(FenceLockMismatchException.of(lease.name(), name, resource, fencedBy,
-                                lease.lockId()));
+                schemaDescription(dialect));
+    }
+
+    /** {@link #rejected}, once the plain read contradicted the refusal: the row as committed now decides. */
+    private Mono<Void> lockedRejection(Connection connection, SqlDialect dialect, FencedLease lease, String resource,
+            Mono<Void> missing, @Nullable Mono<Void> again) {
+        return stored(connection, dialect, resource, true)
+                .map(Optional::of)
+                .defaultIfEmpty(Optional.empty())
+                .flatMap(found -> {
+                    if (found.isEmpty()) {
+                        return missing;
                     }
-                    return Mono.<Void>error(Leases.rejected(lease, target, stored.token() == null ? 0 : stored.token(),
-                            stored.owner()));
-                })
-                .switchIfEmpty(Mono.error(() -> dialect.atomicUpsert()
-                        ? new IllegalStateException("The fence row of " + resource + " vanished while it was being advanced")
-                        : new MissingFence()));
+                    return explained(lease, resource, found.get(), again);
+                });
+    }
+
+    /** Why the stored fence row refused the lease; {@code again} decides once more if the row now accepts it. */
+    private Mono<Void> explained(FencedLease lease, String resource, Statements.Stored stored, @Nullable Mono<Void> again) {
+        String fencedBy = stored.lockId();
+        if (fencedBy != null && !fencedBy.equals(lease.lockId())) {
+            return Mono.<Void>error(FenceLockMismatchException.of(lease.name(), name, resource, fencedBy,
+                    lease.lockId()));
+        }
+        if (rule.accepts(stored.token(), stored.owner(), lease.token(), lease.ownerId())) {
+            // Changed after the statement; the locking read holds it now (in a transaction): decide again.
+            return again != null ? again
+                    : Mono.<Void>error(FencedWriteConflictException.changedDuringWrite(lease.name(), target(resource)));
+        }
+        return Mono.<Void>error(Leases.rejected(lease, target(resource), stored.token() == null ? 0 : stored.token(),
+                stored.owner()));
+    }
+
+    private String target(String resource) {
+        return "fence " + name + " (resource = " + resource + ")";
     }
 
     /**
      * Runs {@code work} in a transaction after advancing the fence of the lease's lock
      * ({@link #advance(Connection, FencedLease)}). Inside the subscriber's Spring transaction on
-     * {@code connectionFactory} (needs {@code spring-r2dbc}), both run on its connection and commit or roll back
-     * with it: an error, a stale token included, reaches the transaction's owner, which rolls back. Otherwise on a
-     * connection of its own: begins a transaction, commits when the work completes, rolls back on any error (a
-     * stale token included, before the work runs) and on cancellation.
+     * {@code connectionFactory} or on a factory it wraps ({@code TransactionAwareConnectionFactoryProxy},
+     * {@code Wrapped#unwrap()}; needs {@code spring-r2dbc}), both run on its connection and commit or roll back
+     * with it: an error, a stale token included, reaches the transaction's owner, which rolls back. Likewise when the
+     * factory hands out a connection with a transaction open (auto-commit off alone is not one on MariaDB, see the
+     * README's tested environments): neither begun nor
+     * committed here. Otherwise on a connection of its own: begins a transaction, commits when the work completes,
+     * rolls back on any error (a stale token included, before the work runs) and on cancellation.
      *
      * @param connectionFactory the connection factory
      * @param lease the lease

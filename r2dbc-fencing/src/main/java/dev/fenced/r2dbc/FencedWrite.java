@@ -33,7 +33,15 @@ import reactor.core.publisher.Mono;
  * <p>{@link #update} runs {@code UPDATE … SET …, token = ?, owner = ? WHERE key AND <rule>}: it emits the
  * number of rows updated, or fails with {@link dev.fenced.lock.StaleFencingTokenException} (the presented and
  * the stored token) when the rule rejects the write, or {@link FencedRowNotFoundException} when no row
- * matches the key. {@link #upsert} inserts rows that may not exist yet and guards the update of those that do.
+ * matches the key. The guarded statement alone decides acceptance; a refusal is explained with a plain read, which
+ * takes no lock, so a refused writer does not make the valid holder's next write wait for its transaction; only when
+ * that read contradicts the refusal (no row, or one the rule accepts: under InnoDB's {@code REPEATABLE READ} it may be
+ * the transaction's snapshot) is it explained with a locking read ({@code FOR KEY SHARE} on PostgreSQL,
+ * {@code FOR UPDATE} on MariaDB/MySQL), which sees the latest committed row. Where the database cannot serialize the write with a concurrent transaction (PostgreSQL under
+ * {@code REPEATABLE READ} or {@code SERIALIZABLE}, when a newer holder wrote the row after this transaction's first
+ * read; a deadlock; or no row is visible to a snapshot that may hide one a newer holder inserted after it), it fails
+ * with {@link FencedWriteConflictException}, never as a success or a missing row.
+ * {@link #upsert} inserts rows that may not exist yet and guards the update of those that do.
  * {@link #claim} is the first step of a read-modify-write: it claims the row with the lease's token, then reads
  * it. A lease that is not held is refused with {@link LeaseNotHeldException} before any SQL is sent. When
  * storage holds a newer token, the lease is told ({@link FencedLease#reportRejectedWrite}); inside
@@ -42,9 +50,14 @@ import reactor.core.publisher.Mono;
  *
  * <p>Databases: PostgreSQL and MariaDB/MySQL, told apart by the connection's metadata; the SQL of each shape and
  * dialect is built once. Transactions: on a {@code Connection} the write runs in whatever transaction it has; on
- * a {@code ConnectionFactory} it joins the subscriber's Spring transaction on that factory (so a rollback undoes
- * it, and a rejected write inside {@code TransactionalOperator.transactional} rolls the whole transaction back),
- * and outside one it runs on a connection of its own in auto-commit mode. Spring's {@code DatabaseClient} is
+ * a {@code ConnectionFactory} it joins the subscriber's Spring transaction on that factory or on one it wraps
+ * ({@code TransactionAwareConnectionFactoryProxy} and other {@code DelegatingConnectionFactory}s,
+ * {@code Wrapped#unwrap()}), so a rollback undoes it and a rejected write inside
+ * {@code TransactionalOperator.transactional} rolls the whole transaction back; outside one it runs on a connection
+ * of its own in auto-commit mode (one with auto-commit off and no transaction open, as r2dbc-mariadb's
+ * {@code setAutoCommit(false)} leaves it, gets a transaction of its own, so that the write commits). It never begins
+ * or commits a transaction it did not begin: a connection that the factory hands out with a transaction open is
+ * written in that transaction. Spring's {@code DatabaseClient} is
  * served by {@code FencedDatabaseClient} in {@code r2dbc-fencing-spring}.
  *
  * <p>With leases from a lock client on PostgreSQL, {@link #checkLease} also checks the lease in the lock's row of the
@@ -195,8 +208,10 @@ public final class FencedWrite {
      * {@link dev.fenced.lock.AmbiguousLeaseException} when there are several. Name the guard whenever a row may
      * be written from code that holds more than one lock.
      *
-     * @param lockName the lock name, as given to {@code withLease}
+     * @param lockName the lock name, as given to {@code withLease}; the rule of lock names applies
      * @return a new spec
+     * @throws IllegalArgumentException when the name is not a valid lock name (null, blank, over 1,024 characters,
+     *     control characters or braces), with the message {@code acquire} gives for it
      */
     public FencedWrite guardedBy(String lockName) {
         return new FencedWrite(table, keys, values, tokenColumn, ownerColumn, rule, observations,
@@ -215,13 +230,14 @@ public final class FencedWrite {
      *
      * <p>A refusal fails with {@link LeaseCheckFailedException} before anything is written. The check needs a
      * transaction on PostgreSQL, with the lease table in the write's database: on a {@code ConnectionFactory} the
-     * write joins the subscriber's Spring transaction, or else runs in a transaction of its own (begun, checked,
+     * write joins the subscriber's Spring transaction (through wrapping factories too) or the transaction of the
+     * connection the factory hands out, or else runs in a transaction of its own (begun, checked,
      * written, committed; rolled back on any error or cancellation); on a {@code Connection} it runs in the
      * connection's transaction, and a connection in auto-commit mode is refused with {@link IllegalStateException}
      * before any SQL. On MariaDB/MySQL every write of this spec fails with {@link IllegalStateException} before any
      * statement of the write (a transaction of its own is begun and rolled back). Check first in the transaction:
-     * under {@code REPEATABLE READ} or {@code SERIALIZABLE} the check reads the transaction's snapshot, and a grant to another owner committed after it makes the check fail with the
-     * driver's serialization error (SQLSTATE {@code 40001}; retry the transaction).
+     * under {@code REPEATABLE READ} or {@code SERIALIZABLE} the check reads the transaction's snapshot, and a grant to another owner committed after it makes the check fail with
+     * {@link FencedWriteConflictException} (the database's SQLSTATE {@code 40001}; retry the transaction).
      *
      * <p>The trade-off: while the write's transaction is open, the next acquirer of the lock waits (its acquire
      * statement blocks on the row), and fails with {@code LockServiceException} if that outlasts its command
@@ -251,7 +267,8 @@ public final class FencedWrite {
      * Spring transaction on that factory when there is one ({@code TransactionalOperator}, {@code @Transactional};
      * needs {@code spring-r2dbc} on the class path), so that the write commits or rolls back with it; else a new
      * connection in auto-commit mode, closed afterwards, on which the write commits on its own (with
-     * {@link #checkLease}, a transaction of its own on a new connection).
+     * {@link #checkLease}, or when the connection has auto-commit off and no transaction open, a transaction of its
+     * own on the new connection).
      *
      * @param connectionFactory the connection factory, pooled or not
      * @param lease the lease whose token the write carries
@@ -321,7 +338,8 @@ public final class FencedWrite {
      * Write the result with a {@code FencedWrite} of the same lease: under the default rule the same lease may
      * write again. In a transaction the claimed row also stays locked until the transaction ends; there plain
      * statements may follow, which is how a table with the token column alone ({@link FencingRule#STRICTLY_NEWER},
-     * one write per token) does its read-modify-write.
+     * one write per token) does its read-modify-write. The row is read with a locking read
+     * ({@code FOR KEY SHARE} / {@code FOR UPDATE}), so it is the row as it is now, never the transaction's snapshot.
      *
      * @param connection the connection
      * @param lease the lease whose token claims the row
@@ -388,7 +406,8 @@ public final class FencedWrite {
             }
             SqlDialect dialect = SqlDialect.of(connection);
             Mono<Long> write = write(connection, dialect, lease, kind);
-            return leaseCheck == null ? write : leaseCheck.verify(connection, lease, description()).then(write);
+            return (leaseCheck == null ? write : leaseCheck.verify(connection, lease, description()).then(write))
+                    .onErrorMap(e -> SqlErrors.conflict(e, lease.name(), target()));
         });
     }
 
@@ -399,9 +418,7 @@ public final class FencedWrite {
             }
             if (dialect.atomicUpsert()) {
                 Sql upsert = upsertSql(dialect);
-                return Statements.rowsUpdated(upsert.bind(connection.createStatement(upsert.text()), insertParams(lease)),
-                                schemaDescription(dialect))
-                        .flatMap(rows -> rows > 0 ? Mono.just(rows) : explainRejection(connection, dialect, lease));
+                return guarded(connection, dialect, lease, upsert, insertParams(lease), true);
             }
             // Update, else insert, else (another writer inserted it meanwhile) update: each step guarded or keyed.
             return guardedUpdate(connection, dialect, lease)
@@ -411,10 +428,19 @@ public final class FencedWrite {
     }
 
     private Mono<Long> guardedUpdate(Connection connection, SqlDialect dialect, FencedLease lease) {
-        Sql update = updateSql(dialect);
-        return Statements.rowsUpdated(update.bind(connection.createStatement(update.text()), updateParams(lease)),
-                        schemaDescription(dialect))
-                .flatMap(rows -> rows > 0 ? Mono.just(rows) : explainRejection(connection, dialect, lease));
+        return guarded(connection, dialect, lease, updateSql(dialect), updateParams(lease), true);
+    }
+
+    /**
+     * Runs a guarded statement, which alone decides acceptance; when it writes nothing, explains why, and decides
+     * once more with the statement if the row changed in between ({@code again}).
+     */
+    private Mono<Long> guarded(Connection connection, SqlDialect dialect, FencedLease lease, Sql sql, List<Sql.Param> params,
+            boolean again) {
+        return Mono.defer(() -> Statements.rowsUpdated(sql.bind(connection.createStatement(sql.text()), params),
+                        schemaDescription(dialect)))
+                .flatMap(rows -> rows > 0 ? Mono.just(rows) : explainRejection(connection, dialect, lease,
+                        again ? guarded(connection, dialect, lease, sql, params, false) : null));
     }
 
     private Mono<Long> insert(Connection connection, SqlDialect dialect, FencedLease lease) {
@@ -424,9 +450,37 @@ public final class FencedWrite {
                 .reduce(0L, Long::sum);
     }
 
-    /** Nothing was written: read what the row holds to tell "stale" from "no such row". */
-    private Mono<Long> explainRejection(Connection connection, SqlDialect dialect, FencedLease lease) {
-        Sql select = selectStoredSql(dialect);
+    /**
+     * Nothing was written: read what the row holds to tell "stale" from "no such row". First with a plain read, which
+     * takes no lock: a token there that the rule refuses explains the refusal (the guarded statement decided; the row
+     * as committed now holds that token or a newer one), and a refused writer then holds no lock on the row, so the
+     * valid holder's next write does not wait for the refused writer's transaction to end. Only when the plain read
+     * contradicts the refusal (no row, or a row the rule accepts: it may be the transaction's snapshot instead of the
+     * row the guarded statement judged, under InnoDB's {@code REPEATABLE READ}) is the row read again with a locking
+     * read ({@link SqlDialect#lockingRead}), which sees the latest committed version.
+     *
+     * @param again the guarded statement, to decide once more when the row now holds what the rule accepts (it
+     *     changed after the statement); {@code null} when that was the second time
+     */
+    private Mono<Long> explainRejection(Connection connection, SqlDialect dialect, FencedLease lease, @Nullable Mono<Long> again) {
+        Sql plain = selectStoredSql(dialect, false);
+        return Statements.stored(plain.bind(connection.createStatement(plain.text()), keyParams()), schemaDescription(dialect))
+                .filter(stored -> stored.token() != null
+                        && !rule.accepts(stored.token(), stored.owner(), lease.token(), lease.ownerId()))
+                .flatMap(stored -> Mono.<Long>error(rejection(lease, stored)))
+                .switchIfEmpty(Mono.defer(() -> explainWithLockingRead(connection, dialect, lease, again)));
+    }
+
+    private Throwable rejection(FencedLease lease, Statements.Stored stored) {
+        long token = Objects.requireNonNull(stored.token());
+        return ownerColumn == null ? Leases.rejectedByToken(lease, target(), token)
+                : Leases.rejected(lease, target(), token, stored.owner());
+    }
+
+    /** {@link #explainRejection}, once the plain read contradicted the refusal: the row as committed now decides. */
+    private Mono<Long> explainWithLockingRead(Connection connection, SqlDialect dialect, FencedLease lease,
+            @Nullable Mono<Long> again) {
+        Sql select = selectStoredSql(dialect, true);
         return Statements.stored(select.bind(connection.createStatement(select.text()), keyParams()), schemaDescription(dialect))
                 .flatMap(stored -> {
                     Long token = stored.token();
@@ -437,13 +491,16 @@ public final class FencedWrite {
                         return Mono.just(1L);
                     }
                     if (token == null || rule.accepts(token, stored.owner(), lease.token(), lease.ownerId())) {
-                        // The row changed between the write and this read; the write itself found no row to take.
-                        return Mono.<Long>error(FencedRowNotFoundException.of(lease.name(), target()));
+                        // The row changed between the statement and this read, which holds it now (in a transaction):
+                        // the guarded statement decides again.
+                        return again != null ? again
+                                : Mono.<Long>error(FencedWriteConflictException.changedDuringWrite(lease.name(), target()));
                     }
-                    return Mono.<Long>error(ownerColumn == null ? Leases.rejectedByToken(lease, target(), token)
-                            : Leases.rejected(lease, target(), token, stored.owner()));
+                    return Mono.<Long>error(rejection(lease, stored));
                 })
-                .switchIfEmpty(Mono.error(() -> FencedRowNotFoundException.of(lease.name(), target())));
+                .switchIfEmpty(Mono.defer(() -> dialect.snapshotHidingRows(connection)
+                        .flatMap(level -> Mono.<Long>error(FencedWriteConflictException.rowHiddenBySnapshot(lease.name(), target(), level)))
+                        .switchIfEmpty(Mono.error(() -> FencedRowNotFoundException.of(lease.name(), target())))));
     }
 
     /** The values of an update: the set values, the keys, the token and (if stored) the owner. */
@@ -489,19 +546,26 @@ public final class FencedWrite {
         return SqlCache.get(shape("INSERT", dialect), () -> buildInsert(new Sql.Builder(dialect)).build());
     }
 
-    private Sql selectStoredSql(SqlDialect dialect) {
-        return SqlCache.get(shape("STORED", dialect), () -> {
+    private Sql selectStoredSql(SqlDialect dialect, boolean locking) {
+        return SqlCache.get(shape(locking ? "STORED-LOCKING" : "STORED", dialect), () -> {
             Sql.Builder sql = new Sql.Builder(dialect).append("SELECT ").id(tokenColumn);
             if (ownerColumn != null) {
                 sql.append(", ").id(ownerColumn);
             }
-            return keyCondition(sql.append(" FROM ").id(table).append(" WHERE "), 0).build();
+            keyCondition(sql.append(" FROM ").id(table).append(" WHERE "), 0);
+            return (locking ? sql.append(dialect.lockingRead()) : sql).build();
         });
     }
 
+    /**
+     * The claim's read of the row, a locking read: after a claim that changed nothing (the row held these very values)
+     * a plain read under InnoDB's {@code REPEATABLE READ} would return the transaction's snapshot, not the row as it is
+     * now. The claim already holds the row (its guarded statement locked it), so the read waits for no one.
+     */
     private Sql selectRowSql(SqlDialect dialect) {
         return SqlCache.get(shape("ROW", dialect),
-                () -> keyCondition(new Sql.Builder(dialect).append("SELECT * FROM ").id(table).append(" WHERE "), 0).build());
+                () -> keyCondition(new Sql.Builder(dialect).append("SELECT * FROM ").id(table).append(" WHERE "), 0)
+                        .append(dialect.lockingRead()).build());
     }
 
     /** What the SQL depends on: the statement kind, the dialect, the table, the columns in order, and the rule. */
@@ -617,7 +681,7 @@ public final class FencedWrite {
 
     /**
      * Makes every write of this spec a Micrometer observation {@code fenced.write} (low-cardinality keys
-     * {@code fenced.table} and {@code outcome}: written, stale, not_found, error; the lock name as the
+     * {@code fenced.table} and {@code outcome}: written, stale, not_found, conflict ({@link FencedWriteConflictException}), error; the lock name as the
      * high-cardinality key {@code fenced.lock.name}), so traces show fenced writes. Needs
      * {@code io.micrometer:micrometer-observation} on the class path.
      *

@@ -21,7 +21,8 @@ import reactor.core.publisher.Mono;
  * renewal of the client (one statement for all its leases) would wait for the longest open write, and a
  * transaction that checks two leases could deadlock with that renewal. Under {@code REPEATABLE READ} the check reads
  * the transaction's snapshot; a grant committed after it is a key update (the acquire's {@code FOR UPDATE}), so the
- * row lock fails to serialize (SQLSTATE {@code 40001}) rather than pass on the older row.
+ * row lock fails to serialize (SQLSTATE {@code 40001}, which the write reports as {@link FencedWriteConflictException})
+ * rather than pass on the older row.
  *
  * <p>Immutable and thread-safe.
  */

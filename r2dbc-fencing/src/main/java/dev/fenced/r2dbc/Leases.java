@@ -4,6 +4,7 @@ import dev.fenced.lock.AmbiguousLeaseException;
 import dev.fenced.lock.FencedLease;
 import dev.fenced.lock.LeaseNotHeldException;
 import dev.fenced.lock.StaleFencingTokenException;
+import dev.fenced.lock.internal.KeyLayout;
 import java.util.Objects;
 import org.jspecify.annotations.Nullable;
 import reactor.core.publisher.Mono;
@@ -14,13 +15,16 @@ final class Leases {
     private Leases() {
     }
 
-    /** Checks the name of a guarding lock. */
-    static String requireGuard(String lockName) {
-        Objects.requireNonNull(lockName, "lockName must not be null");
-        if (lockName.isBlank()) {
-            throw new IllegalArgumentException("The guarding lock name must not be blank");
+    /**
+     * Checks the name of a guarding lock by the rule of lock names, with the messages of {@code acquire}: a name that
+     * no lease can have would make the spec refuse every lease.
+     */
+    static String requireGuard(@Nullable String lockName) {
+        String problem = KeyLayout.problemWithName(lockName);
+        if (!problem.isEmpty()) {
+            throw new IllegalArgumentException(problem);
         }
-        return lockName;
+        return Objects.requireNonNull(lockName);
     }
 
     /** Refuses, before any SQL, a lease that is no longer held. */

@@ -2,17 +2,20 @@ package dev.fenced.r2dbc;
 
 import io.r2dbc.spi.Connection;
 import java.util.Locale;
+import reactor.core.publisher.Flux;
+import reactor.core.publisher.Mono;
 
 /**
  * What fenced statements need to know of one database: how identifiers are quoted, how bind markers are
- * written, whether a guarded upsert is one statement, the clock function, and the fence table's DDL. The
+ * written, whether a guarded upsert is one statement, the locking read that explains a refusal, the clock function,
+ * and the fence table's DDL. The
  * dialect of a connection is read from its metadata (no I/O), so a spec works on any supported database.
  * Stateless, so thread-safe.
  */
 enum SqlDialect {
 
     /** PostgreSQL: {@code "quoted"} identifiers, {@code $n} markers, {@code INSERT … ON CONFLICT … DO UPDATE … WHERE}. */
-    POSTGRESQL('"', "now()", "fence-table.sql", "text", true),
+    POSTGRESQL('"', "now()", "fence-table.sql", "text", true, " FOR KEY SHARE"),
 
     /**
      * MariaDB and MySQL: {@code `quoted`} identifiers, {@code ?} markers. Their {@code ON DUPLICATE KEY UPDATE}
@@ -20,15 +23,17 @@ enum SqlDialect {
      * row counts as one), so a guarded upsert is a guarded {@code UPDATE}, then an {@code INSERT} when no row
      * exists, then the {@code UPDATE} again if another writer inserted the row in between.
      */
-    MARIADB('`', "CURRENT_TIMESTAMP(6)", "fence-table-mariadb.sql", "varchar(512)", false);
+    MARIADB('`', "CURRENT_TIMESTAMP(6)", "fence-table-mariadb.sql", "varchar(512)", false, " FOR UPDATE");
 
     private final char quote;
     private final String now;
     private final String fenceDdl;
     private final String textKeyType;
     private final boolean atomicUpsert;
+    private final String lockingRead;
 
-    SqlDialect(char quote, String now, String fenceDdl, String textKeyType, boolean atomicUpsert) {
+    SqlDialect(char quote, String now, String fenceDdl, String textKeyType, boolean atomicUpsert, String lockingRead) {
+        this.lockingRead = lockingRead;
         this.quote = quote;
         this.now = now;
         this.fenceDdl = fenceDdl;
@@ -103,5 +108,57 @@ enum SqlDialect {
     /** The column type of text that is a key or compared, such as the fence table's {@code lock_id}. */
     String textKeyType() {
         return textKeyType;
+    }
+
+    /**
+     * The clause that makes a {@code SELECT} a locking read, which the explanation of a refused write needs when a
+     * plain read contradicts the refusal: a plain read under InnoDB's {@code REPEATABLE READ} (MariaDB's default) sees
+     * the transaction's snapshot, not the row the guarded statement judged, while a locking read sees the latest
+     * committed version and holds its lock until the transaction ends. On PostgreSQL it is the weakest lock that does
+     * so, {@code FOR KEY SHARE}, which does not conflict with the {@code FOR NO KEY UPDATE} lock of another
+     * transaction's (non-key) {@code UPDATE}, so the valid holder's next write does not wait for a refused writer's
+     * transaction. On InnoDB it is {@code FOR UPDATE}, the lock the guarded {@code UPDATE} itself takes on the rows it
+     * reads under {@code REPEATABLE READ} (under {@code READ COMMITTED} it releases it for a row that does not match;
+     * the locking read then keeps one until the transaction ends, on that rare path only). Under PostgreSQL's
+     * {@code REPEATABLE READ} and {@code SERIALIZABLE}, a locking read of a row changed after the snapshot fails to
+     * serialize (SQLSTATE {@code 40001}) instead of reading it.
+     */
+    String lockingRead() {
+        return lockingRead;
+    }
+
+    /**
+     * The isolation level of the connection's transaction when its snapshot may hide a committed row from the
+     * locking read, so that "no row" is not the answer: PostgreSQL at {@code REPEATABLE READ} or {@code SERIALIZABLE}
+     * (a locking read does not see a row inserted after the snapshot), when a transaction that wrote has committed
+     * since the snapshot was taken (an in-progress one of the snapshot, or one begun after it, by
+     * {@code pg_xact_status}; asking takes this transaction's id, which it needs for any write anyway). Asked only
+     * on the rare path where a guarded statement and its locking read found no row. InnoDB's locking reads see the
+     * latest committed rows at every level, so on MariaDB it is always empty, with no round trip.
+     *
+     * @param connection the connection
+     * @return the level as the database names it ({@code repeatable read}, {@code serializable}), or empty
+     */
+    Mono<String> snapshotHidingRows(Connection connection) {
+        if (this != POSTGRESQL || connection.isAutoCommit()) {
+            return Mono.empty();
+        }
+        return firstValue(connection, "SELECT current_setting('transaction_isolation')")
+                .filter(level -> level.equals("repeatable read") || level.equals("serializable"))
+                .flatMap(level -> firstValue(connection, COMMITTED_SINCE_SNAPSHOT).filter(Boolean.TRUE.toString()::equals)
+                        .map(committed -> level));
+    }
+
+    /** Whether a transaction that wrote committed after the current transaction's snapshot was taken (PostgreSQL 13+). */
+    private static final String COMMITTED_SINCE_SNAPSHOT = "SELECT EXISTS (SELECT 1 FROM "
+            + "(SELECT pg_current_snapshot() AS s, pg_current_xact_id() AS me) t, LATERAL ("
+            + "SELECT x FROM pg_snapshot_xip(t.s) AS x UNION ALL "
+            + "SELECT g::text::xid8 FROM generate_series(pg_snapshot_xmax(t.s)::text::bigint, t.me::text::bigint - 1) AS g"
+            + ") c (x) WHERE pg_xact_status(c.x) = 'committed')";
+
+    private static Mono<String> firstValue(Connection connection, String sql) {
+        return Flux.from(connection.createStatement(sql).execute())
+                .flatMap(result -> result.map(row -> String.valueOf(row.get(0))))
+                .next();
     }
 }

@@ -22,7 +22,8 @@ final class WriteObservation {
                     .doOnSuccess(rows -> observation.lowCardinalityKeyValue("outcome", "written").stop())
                     .doOnError(error -> {
                         String outcome = error instanceof StaleFencingTokenException ? "stale"
-                                : error instanceof FencedRowNotFoundException ? "not_found" : "error";
+                                : error instanceof FencedRowNotFoundException ? "not_found"
+                                : error instanceof FencedWriteConflictException ? "conflict" : "error";
                         observation.lowCardinalityKeyValue("outcome", outcome).error(error).stop();
                     })
                     .doOnCancel(() -> observation.lowCardinalityKeyValue("outcome", "cancelled").stop());

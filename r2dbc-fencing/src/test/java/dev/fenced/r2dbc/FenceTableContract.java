@@ -5,6 +5,7 @@ import static org.assertj.core.api.Assertions.assertThat;
 import dev.fenced.lock.LeaseNotHeldException;
 import dev.fenced.lock.StaleFencingTokenException;
 import io.r2dbc.spi.Connection;
+import io.r2dbc.spi.ConnectionFactory;
 import io.r2dbc.spi.Result;
 import java.time.Duration;
 import java.util.List;
@@ -12,6 +13,7 @@ import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
 import org.springframework.r2dbc.connection.R2dbcTransactionManager;
+import org.springframework.r2dbc.connection.TransactionAwareConnectionFactoryProxy;
 import org.springframework.r2dbc.core.DatabaseClient;
 import org.springframework.transaction.reactive.TransactionalOperator;
 import reactor.core.publisher.Flux;
@@ -186,5 +188,58 @@ abstract class FenceTableContract {
                 .verifyErrorSatisfies(e -> assertThat(e).isInstanceOf(FenceLockMismatchException.class)
                         .hasMessage("Resource 'ledger' of fence " + fence.name() + " holds the tokens of lock fenced:{invoice:42}; "
                                 + "the lease on lock fenced:{customer:7} cannot advance it (tokens of different locks cannot be compared)"));
+    }
+
+    @Test
+    void aStaleAdvanceAfterASnapshotReadIsRefusedWithTheNewerToken() {
+        TestLease stale = new TestLease("ledger", 100, "old");
+        TestLease newer = new TestLease("ledger", 200, "new");
+        Connection transaction = db.readFirstIn(io.r2dbc.spi.IsolationLevel.REPEATABLE_READ, "SELECT total FROM " + ledger);
+        try {
+            StepVerifier.create(fence.inTransaction(db.connections, newer, c -> addToBoth(c, ledger, 5)))
+                    .expectNext(1L, 1L).verifyComplete();
+            StepVerifier.create(fence.advance(transaction, stale)).verifyErrorSatisfies(e -> {
+                String target = "fence " + fence.name() + " (resource = fenced:{ledger})";
+                if (db.mariaDb) {
+                    assertThat(e).isInstanceOf(StaleFencingTokenException.class).hasMessage("Write to " + target
+                            + " with fencing token 100 of lock 'ledger' was rejected: storage holds token 200");
+                    assertThat(stale.reportedNewerToken).hasValue(200);
+                } else {
+                    assertThat(e).isInstanceOf(FencedWriteConflictException.class).hasMessage("The fenced write to " + target
+                            + " under lock 'ledger' conflicted with a concurrent transaction (the database could not "
+                            + "serialize it, SQLSTATE 40001); nothing of it was accepted: roll the transaction back and retry it");
+                }
+            });
+        } finally {
+            TestDatabase.rollBackAndClose(transaction);
+        }
+        assertThat(totals()).containsExactly(List.of(5L), List.of(5L));
+    }
+
+    // Given a factory that hands out the transaction's own connection, the fence joins it: it neither begins nor
+    // commits, so the caller's rollback undoes everything.
+
+    @Test
+    void inTransactionThroughATransactionAwareProxyJoinsTheCallersTransaction() {
+        ConnectionFactory proxy = new TransactionAwareConnectionFactoryProxy(db.connections);
+        Flux<Long> work = fence.inTransaction(proxy, new TestLease("ledger", 5, "a"), c -> addToBoth(c, ledger, 10))
+                .thenMany(Flux.error(new IllegalStateException("the caller fails after the fenced work")));
+        StepVerifier.create(work.as(transactions()::transactional)).verifyErrorMessage("the caller fails after the fenced work");
+        assertThat(totals()).containsExactly(List.of(0L), List.of(0L));
+        assertThat(db.query("SELECT count(*) FROM " + fence.name())).containsExactly(List.of(0L));
+    }
+
+    @Test
+    void inTransactionOnAConnectionAlreadyInATransactionNeitherBeginsNorCommits() {
+        Connection transaction = db.readFirstIn(io.r2dbc.spi.IsolationLevel.READ_COMMITTED, "SELECT total FROM " + ledger);
+        try {
+            StepVerifier.create(fence.inTransaction(HandedOutConnection.factory(transaction, db.connections),
+                            new TestLease("ledger", 5, "a"), c -> addToBoth(c, ledger, 10)))
+                    .expectNext(1L, 1L).verifyComplete();
+        } finally {
+            TestDatabase.rollBackAndClose(transaction);
+        }
+        assertThat(totals()).containsExactly(List.of(0L), List.of(0L));
+        assertThat(db.query("SELECT count(*) FROM " + fence.name())).containsExactly(List.of(0L));
     }
 }

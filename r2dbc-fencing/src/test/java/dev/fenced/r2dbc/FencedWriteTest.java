@@ -3,6 +3,7 @@ package dev.fenced.r2dbc;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
+import java.util.List;
 import org.junit.jupiter.api.Test;
 
 /** The SQL a fenced write sends, and the input it refuses before sending anything. */
@@ -126,5 +127,24 @@ class FencedWriteTest {
                 .hasMessage("A fenced write of invoices with the token column last_fencing_token alone can only use "
                         + "FencingRule.STRICTLY_NEWER: SAME_LEASE_OR_NEWER needs an owner column (fencingColumns(token, owner))");
         assertThat(seed.rule(FencingRule.STRICTLY_NEWER).updateSql(PG)).isSameAs(seed.updateSql(PG));
+    }
+
+    @Test
+    void guardNamesFollowTheRuleOfLockNamesWithItsMessages() {
+        String tooLong = "n".repeat(1025);
+        for (java.util.function.Consumer<String> guard : List.<java.util.function.Consumer<String>>of(
+                name -> settle.guardedBy(name), name -> FenceTable.defaultTable().guardedBy(name))) {
+            assertThatThrownBy(() -> guard.accept("a{b}")).isInstanceOf(IllegalArgumentException.class)
+                    .hasMessage("Lock name must not contain braces, was 'a{b}'");
+            assertThatThrownBy(() -> guard.accept("a\u0007b")).isInstanceOf(IllegalArgumentException.class)
+                    .hasMessage("Lock name must not contain control characters, was 'a?b'");
+            assertThatThrownBy(() -> guard.accept(tooLong)).isInstanceOf(IllegalArgumentException.class)
+                    .hasMessage("Lock name must be at most 1024 characters, was 1025");
+            assertThatThrownBy(() -> guard.accept(" ")).isInstanceOf(IllegalArgumentException.class)
+                    .hasMessage("Lock name must not be blank");
+            assertThatThrownBy(() -> guard.accept(null)).isInstanceOf(IllegalArgumentException.class)
+                    .hasMessage("Lock name must not be null");
+        }
+        assertThat(settle.guardedBy("n".repeat(1024)).toString()).contains("guardedBy=" + "n".repeat(1024));
     }
 }

@@ -11,7 +11,6 @@ import dev.fenced.testservices.PostgresServer;
 import dev.fenced.testservices.PostgresServerExtension;
 import io.r2dbc.spi.Connection;
 import io.r2dbc.spi.IsolationLevel;
-import io.r2dbc.spi.R2dbcException;
 import io.r2dbc.spi.R2dbcRollbackException;
 import java.time.Duration;
 import java.util.ArrayList;
@@ -30,6 +29,7 @@ import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.extension.ExtendWith;
 import org.springframework.r2dbc.connection.R2dbcTransactionManager;
+import org.springframework.r2dbc.connection.TransactionAwareConnectionFactoryProxy;
 import org.springframework.r2dbc.core.DatabaseClient;
 import org.springframework.transaction.reactive.TransactionalOperator;
 import reactor.core.publisher.Flux;
@@ -259,8 +259,14 @@ class LeaseCheckIT {
             assertThat(second.token()).isGreaterThan(first.token());
             // The snapshot still shows the first grant; the row lock sees the newer one and refuses to serialize.
             StepVerifier.create(settle("VOID").checkLease(LEASES).update(connection, stale))
-                    .verifyErrorSatisfies(e -> assertThat(e).isInstanceOf(R2dbcRollbackException.class)
-                            .extracting(error -> ((R2dbcException) error).getSqlState()).isEqualTo("40001"));
+                    .verifyErrorSatisfies(e -> {
+                        assertThat(e).isInstanceOf(FencedWriteConflictException.class).hasMessage("The fenced write to "
+                                + table + " (id = 42) under lock '" + NAME + "' conflicted with a concurrent transaction (the "
+                                + "database could not serialize it, SQLSTATE 40001); nothing of it was accepted: roll the "
+                                + "transaction back and retry it");
+                        assertThat(((FencedWriteConflictException) e).sqlState()).isEqualTo("40001");
+                        assertThat(e.getCause()).isInstanceOf(R2dbcRollbackException.class);
+                    });
         } finally {
             Mono.from(connection.rollbackTransaction()).then(Mono.from(connection.close())).block(BOUND);
         }
@@ -377,5 +383,29 @@ class LeaseCheckIT {
         assertThat(ran).hasValue(0);
         assertThat(checked.toString()).isEqualTo("FenceTable{" + fence.name() + ", rule=SAME_LEASE_OR_NEWER, checkLease="
                 + LEASES.name() + "}");
+    }
+
+    @Test
+    void aCheckedWriteThroughATransactionAwareProxyJoinsTheCallersTransaction() {
+        FencedLease lease = patientClient().acquire(NAME).block(BOUND);
+        TransactionalOperator transactions = TransactionalOperator.create(new R2dbcTransactionManager(db.connections));
+        Mono<Long> work = settle("PAID").checkLease(LEASES)
+                .update(new TransactionAwareConnectionFactoryProxy(db.connections), lease)
+                .then(Mono.error(new IllegalStateException("the caller fails after the checked write")));
+        StepVerifier.create(work.as(transactions::transactional)).verifyErrorMessage("the caller fails after the checked write");
+        assertThat(row()).containsExactly("OPEN", null, null);
+    }
+
+    @Test
+    void aCheckedWriteOnAConnectionAlreadyInATransactionNeitherBeginsNorCommits() {
+        FencedLease lease = patientClient().acquire(NAME).block(BOUND);
+        Connection transaction = db.readFirstIn(IsolationLevel.READ_COMMITTED, "SELECT status FROM " + table);
+        try {
+            StepVerifier.create(settle("PAID").checkLease(LEASES).update(HandedOutConnection.factory(transaction, db.connections),
+                    lease)).expectNext(1L).verifyComplete();
+        } finally {
+            TestDatabase.rollBackAndClose(transaction);
+        }
+        assertThat(row()).containsExactly("OPEN", null, null);
     }
 }

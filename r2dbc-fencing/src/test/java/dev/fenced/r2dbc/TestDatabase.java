@@ -5,6 +5,7 @@ import dev.fenced.testservices.PostgresServer;
 import io.r2dbc.spi.Connection;
 import io.r2dbc.spi.ConnectionFactories;
 import io.r2dbc.spi.ConnectionFactory;
+import io.r2dbc.spi.IsolationLevel;
 import io.r2dbc.spi.Result;
 import java.time.Duration;
 import java.util.ArrayList;
@@ -69,6 +70,29 @@ final class TestDatabase implements AutoCloseable {
                         }))
                         .collectList(),
                 Connection::close).block(Duration.ofSeconds(30));
+    }
+
+    /**
+     * A connection of the pool in a transaction of the given level that has already read with {@code sql}, fixing its
+     * snapshot, as a stale holder's transaction that began with a read.
+     */
+    Connection readFirstIn(IsolationLevel level, String sql) {
+        Connection c = Mono.from(connections.create()).block(Duration.ofSeconds(30));
+        Mono.from(c.beginTransaction(level)).block(Duration.ofSeconds(30));
+        run(c, sql);
+        return c;
+    }
+
+    /** Runs one statement on {@code connection}, on the test thread. */
+    static void run(Connection connection, String sql) {
+        Flux.from(connection.createStatement(sql).execute())
+                .flatMap(result -> result.flatMap(segment -> Mono.<Integer>empty()))
+                .then().block(Duration.ofSeconds(30));
+    }
+
+    /** Rolls the connection's transaction back and returns the connection to the pool. */
+    static void rollBackAndClose(Connection connection) {
+        Mono.from(connection.rollbackTransaction()).then(Mono.from(connection.close())).block(Duration.ofSeconds(30));
     }
 
     @Override

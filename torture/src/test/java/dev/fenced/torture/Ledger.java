@@ -20,7 +20,7 @@ import reactor.core.publisher.Flux;
 import reactor.core.publisher.Mono;
 
 /**
- * The system of record of the workload, in PostgreSQL: an account table (one balance per resource, with the
+ * The system of record of the workload, in PostgreSQL (or MariaDB, {@link Writes#READ_FIRST_REPEATABLE_READ}): an account table (one balance per resource, with the
  * fencing token and owner columns) and an audit table with one row per committed increment, inserted in the
  * same transaction. The audit table's {@code id} is taken after the account row is locked by the increment,
  * so per resource it follows commit order.
@@ -33,28 +33,75 @@ final class Ledger implements AutoCloseable {
 
     static final Duration STATEMENT_TIMEOUT = Duration.ofSeconds(10);
 
+    /**
+     * How the workers' writes reach the database. The fenced arms use it; the control arms always write in a
+     * transaction of their own.
+     */
+    enum Writes {
+
+        /** A transaction of the worker's own on a connection of the pool (or {@code -Dtorture.writes=spring}). */
+        TRANSACTION,
+
+        /**
+         * As a Spring application whose non-Spring code gets a {@code TransactionAwareConnectionFactoryProxy}: inside
+         * {@code TransactionalOperator.transactional} on the pool, the caller reads, then
+         * {@code FenceTable.inTransaction} is given the proxy and runs the fenced update of the balance, then the
+         * audit row goes through a {@code DatabaseClient} on the pool. In one write of {@value #CALLER_FAILS_ONE_IN}
+         * the caller fails between the two (the outcome is unknown to the worker): the fenced step must roll back with
+         * the rest, never commit half-way (a committed balance without its audit row breaks I2).
+         */
+        SPRING_PROXY,
+
+        /**
+         * MariaDB's default isolation: after the claim, the worker's write transaction begins at
+         * {@code REPEATABLE READ} and reads the balance (fixing its snapshot); the worker's pause, a newer holder's
+         * claim and write happen while it is open; then the fenced update and the audit row, and the commit. A refusal
+         * explained from the snapshot (which shows the worker's own claim) would be reported as accepted, and the
+         * stale holder's audit row would commit.
+         */
+        READ_FIRST_REPEATABLE_READ;
+
+        /** How rarely the caller of {@link #SPRING_PROXY} fails after the fenced step. */
+        static final int CALLER_FAILS_ONE_IN = 10;
+    }
+
     final String accounts;
     final String audit;
     private final ConnectionPool pool;
+    private final boolean mariaDb;
+    private final Writes writes;
 
-    private Ledger(String r2dbcUrl, String accounts, String audit) {
+    private Ledger(String r2dbcUrl, String accounts, String audit, Writes writes) {
         ConnectionFactory raw = ConnectionFactories.get(r2dbcUrl);
         this.pool = new ConnectionPool(ConnectionPoolConfiguration.builder(raw).maxSize(24).build());
         this.accounts = accounts;
         this.audit = audit;
+        this.mariaDb = r2dbcUrl.startsWith("r2dbc:mariadb:");
+        this.writes = writes;
     }
 
     /** Creates fresh tables for one run of one scenario and arm. */
     static Ledger create(String r2dbcUrl, List<String> resources) {
+        return create(r2dbcUrl, resources, Writes.TRANSACTION);
+    }
+
+    /** Creates fresh tables for one run of one scenario and arm, written as {@code writes} says. */
+    static Ledger create(String r2dbcUrl, List<String> resources, Writes writes) {
         String suffix = UUID.randomUUID().toString().replace("-", "").substring(0, 12);
-        Ledger ledger = new Ledger(r2dbcUrl, "torture_" + suffix + "_account", "torture_" + suffix + "_audit");
+        Ledger ledger = new Ledger(r2dbcUrl, "torture_" + suffix + "_account", "torture_" + suffix + "_audit", writes);
+        // MariaDB keys text by a bounded type and numbers rows with AUTO_INCREMENT.
+        String text = ledger.mariaDb ? "varchar(255)" : "text";
         try {
-            ledger.execute("CREATE TABLE " + ledger.accounts + " (id text PRIMARY KEY, balance bigint NOT NULL, "
-                    + "fencing_token bigint, fencing_owner text)");
-            ledger.execute("CREATE TABLE " + ledger.audit + " (id bigserial PRIMARY KEY, resource text NOT NULL, "
-                    + "token bigint NOT NULL, owner text NOT NULL, op_id text NOT NULL UNIQUE)");
+            ledger.execute("CREATE TABLE " + ledger.accounts + " (id " + text + " PRIMARY KEY, balance bigint NOT NULL, "
+                    + "fencing_token bigint, fencing_owner " + text + ")");
+            ledger.execute("CREATE TABLE " + ledger.audit + " (id " + (ledger.mariaDb ? "bigint AUTO_INCREMENT" : "bigserial")
+                    + " PRIMARY KEY, resource " + text + " NOT NULL, token bigint NOT NULL, owner " + text + " NOT NULL, "
+                    + "op_id " + text + " NOT NULL UNIQUE)");
             for (String resource : resources) {
                 ledger.execute("INSERT INTO " + ledger.accounts + " (id, balance) VALUES ('" + resource + "', 0)");
+            }
+            if (writes == Writes.SPRING_PROXY) {
+                block(ledger.fence().create(ledger.pool).thenReturn(true));
             }
         } catch (RuntimeException e) {
             ledger.close();
@@ -65,7 +112,7 @@ final class Ledger implements AutoCloseable {
 
     /** Opens the tables of a run made by another process (the child JVM). */
     static Ledger open(String r2dbcUrl, String accounts, String audit) {
-        return new Ledger(r2dbcUrl, accounts, audit);
+        return new Ledger(r2dbcUrl, accounts, audit, Writes.TRANSACTION);
     }
 
     /**
@@ -97,7 +144,38 @@ final class Ledger implements AutoCloseable {
                 // No fencing: the plain lock is all there is.
             }
         }
+        if (writes == Writes.READ_FIRST_REPEATABLE_READ && arm != Arm.PLAIN_TTL && arm != Arm.TOKEN_ONLY) {
+            return beginWithARead(resource);
+        }
         return balance(resource);
+    }
+
+    /**
+     * The write transaction of {@link Writes#READ_FIRST_REPEATABLE_READ}, open on the worker's thread from its read
+     * to its write. An operation that ends before its write leaves it open; the thread's next read rolls it back.
+     */
+    private final ThreadLocal<Connection> openTransaction = new ThreadLocal<>();
+
+    private long beginWithARead(String resource) {
+        endOpenTransaction(false);
+        Connection c = block(Mono.from(pool.create()));
+        openTransaction.set(c);
+        block(Mono.from(c.beginTransaction(io.r2dbc.spi.IsolationLevel.REPEATABLE_READ)).thenReturn(true));
+        return block(Flux.from(c.createStatement("SELECT balance FROM " + accounts + " WHERE id = '" + resource + "'")
+                .execute()).flatMap(r -> r.map((row, meta) -> ((Number) row.get(0)).longValue())).next());
+    }
+
+    /** Commits (or rolls back) the thread's open transaction, if any, and returns its connection. */
+    private void endOpenTransaction(boolean commit) {
+        Connection c = openTransaction.get();
+        if (c == null) {
+            return;
+        }
+        openTransaction.remove();
+        Mono<Void> end = commit ? Mono.from(c.commitTransaction())
+                : Mono.from(c.rollbackTransaction()).onErrorResume(e -> Mono.empty());
+        end.onErrorResume(e -> Mono.from(c.rollbackTransaction()).onErrorResume(r -> Mono.empty()).then(Mono.error(e)))
+                .then(Mono.from(c.close())).block(STATEMENT_TIMEOUT);
     }
 
     /**
@@ -108,7 +186,16 @@ final class Ledger implements AutoCloseable {
      */
     void write(Arm arm, Grant grant, @Nullable FencedLease view, long newBalance, String opId) {
         String resource = grant.resource();
-        if (SPRING_TRANSACTIONS && arm != Arm.PLAIN_TTL && arm != Arm.TOKEN_ONLY) {
+        boolean fenced = arm != Arm.PLAIN_TTL && arm != Arm.TOKEN_ONLY;
+        if (fenced && writes == Writes.SPRING_PROXY) {
+            writeThroughTransactionAwareProxy(grant, requireView(view), newBalance, opId);
+            return;
+        }
+        if (fenced && writes == Writes.READ_FIRST_REPEATABLE_READ) {
+            writeAfterAReadAtRepeatableRead(grant, requireView(view), newBalance, opId);
+            return;
+        }
+        if (SPRING_TRANSACTIONS && fenced) {
             writeInSpringTransaction(grant, requireView(view), newBalance, opId);
             return;
         }
@@ -122,9 +209,7 @@ final class Ledger implements AutoCloseable {
                             case PLAIN_TTL -> rowsUpdated(c.createStatement("UPDATE " + accounts
                                     + " SET balance = $1 WHERE id = $2").bind(0, newBalance).bind(1, resource));
                         })
-                        .then(rowsUpdated(c.createStatement("INSERT INTO " + audit
-                                        + " (resource, token, owner, op_id) VALUES ($1, $2, $3, $4)")
-                                .bind(0, resource).bind(1, grant.token()).bind(2, grant.owner()).bind(3, opId)))
+                        .then(insertAudit(c, grant, opId))
                         .then(Mono.from(c.commitTransaction())),
                 Connection::close,
                 (c, error) -> Mono.from(c.rollbackTransaction()).onErrorResume(e -> Mono.empty()).then(Mono.from(c.close())),
@@ -146,6 +231,52 @@ final class Ledger implements AutoCloseable {
                         .bind(0, grant.resource()).bind(1, grant.token()).bind(2, grant.owner()).bind(3, opId)
                         .fetch().rowsUpdated());
         block(work.as(transactions::transactional));
+    }
+
+    /** The audit row of a committed increment, in the write's transaction. */
+    private Mono<Long> insertAudit(Connection c, Grant grant, String opId) {
+        String values = mariaDb ? "?, ?, ?, ?" : "$1, $2, $3, $4";
+        return rowsUpdated(c.createStatement("INSERT INTO " + audit + " (resource, token, owner, op_id) VALUES (" + values + ")")
+                .bind(0, grant.resource()).bind(1, grant.token()).bind(2, grant.owner()).bind(3, opId));
+    }
+
+    /** The fence table of {@link Writes#SPRING_PROXY}, next to the account table. */
+    private dev.fenced.r2dbc.FenceTable fence() {
+        return dev.fenced.r2dbc.FenceTable.named(accounts + "_fence");
+    }
+
+    /** {@link Writes#SPRING_PROXY}. */
+    private void writeThroughTransactionAwareProxy(Grant grant, FencedLease view, long newBalance, String opId) {
+        org.springframework.r2dbc.core.DatabaseClient client = org.springframework.r2dbc.core.DatabaseClient.create(pool);
+        org.springframework.transaction.reactive.TransactionalOperator transactions =
+                org.springframework.transaction.reactive.TransactionalOperator.create(
+                        new org.springframework.r2dbc.connection.R2dbcTransactionManager(pool));
+        ConnectionFactory proxy = new org.springframework.r2dbc.connection.TransactionAwareConnectionFactoryProxy(pool);
+        FencedWrite balance = FencedWrite.into(accounts).key("id", grant.resource()).set("balance", newBalance);
+        boolean callerFails = java.util.concurrent.ThreadLocalRandom.current().nextInt(Writes.CALLER_FAILS_ONE_IN) == 0;
+        Mono<Long> work = client.sql("SELECT balance FROM " + accounts + " WHERE id = '" + grant.resource() + "'")
+                .fetch().all()
+                .thenMany(fence().inTransaction(proxy, view, c -> balance.update(c, view)))
+                .then(callerFails ? Mono.error(new IllegalStateException("the caller failed after the fenced step"))
+                        : Mono.<Void>empty())
+                .then(client.inConnection(c -> insertAudit(c, grant, opId)));
+        block(work.as(transactions::transactional));
+    }
+
+    /** {@link Writes#READ_FIRST_REPEATABLE_READ}: the write in the transaction that read first. */
+    private void writeAfterAReadAtRepeatableRead(Grant grant, FencedLease view, long newBalance, String opId) {
+        Connection c = openTransaction.get();
+        if (c == null) {
+            throw new IllegalStateException("No transaction open on " + Thread.currentThread().getName() + " for " + opId);
+        }
+        boolean written = false;
+        try {
+            block(FencedWrite.into(accounts).key("id", grant.resource()).set("balance", newBalance).update(c, view)
+                    .then(insertAudit(c, grant, opId)));
+            written = true;
+        } finally {
+            endOpenTransaction(written);
+        }
     }
 
     /** Whether fenced writes go through Spring's transaction management ({@code -Dtorture.writes=spring}). */
@@ -218,6 +349,9 @@ final class Ledger implements AutoCloseable {
     }
 
     void drop() {
+        if (writes == Writes.SPRING_PROXY) {
+            execute("DROP TABLE IF EXISTS " + fence().name());
+        }
         execute("DROP TABLE IF EXISTS " + audit);
         execute("DROP TABLE IF EXISTS " + accounts);
     }

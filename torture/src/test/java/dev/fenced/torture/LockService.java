@@ -43,6 +43,11 @@ interface LockService extends AutoCloseable {
      */
     String ledgerUrl(String sharedDatabase);
 
+    /** How the run's workers write the ledger; the transaction of their own by default. */
+    default Ledger.Writes writes() {
+        return Ledger.Writes.TRANSACTION;
+    }
+
     /**
      * Removes what the run with key prefix {@code prefix} left in a shared server; called after every client of the run
      * is closed and before {@link #close()}.

@@ -83,7 +83,7 @@ final class Run {
             List<String> all = new ArrayList<>(setup.resources());
             all.addAll(setup.witnessResources());
             String ledgerUrl = service.ledgerUrl(setup.r2dbcUrl());
-            Ledger ledger = Ledger.create(ledgerUrl, all);
+            Ledger ledger = Ledger.create(ledgerUrl, all, service.writes());
             resources.add(() -> {
                 try {
                     ledger.drop();

@@ -14,7 +14,10 @@ import reactor.core.publisher.Mono;
  * connection, which is the connection of the subscriber's transaction when there is one
  * ({@code TransactionalOperator.transactional(...)}, {@code @Transactional}), so it commits or rolls back with
  * the transaction, and a stale token fails it; outside a transaction the client hands out a connection in
- * auto-commit mode, on which a write commits on its own and a fence advance is refused.
+ * auto-commit mode, on which a write commits on its own and a fence advance is refused. The errors are those of the
+ * fenced statements ({@link FencedWrite}, {@link FenceTable}), at every isolation level: a refusal is explained by a
+ * locking read, and a write the database cannot serialize fails with
+ * {@link dev.fenced.r2dbc.FencedWriteConflictException}.
  *
  * <pre>{@code
  * FencedDatabaseClient fenced = FencedDatabaseClient.of(databaseClient);

@@ -36,7 +36,9 @@ import reactor.core.publisher.Mono;
  *
  * <p>A stale token fails with {@link dev.fenced.lock.StaleFencingTokenException} (as {@code @Version} fails with
  * {@code OptimisticLockingFailureException}), a missing row with {@link dev.fenced.r2dbc.FencedRowNotFoundException},
- * and the lease is told of a newer holder. Writes go through the template's {@code DatabaseClient}, so they join
+ * and the lease is told of a newer holder; a write the database cannot serialize with a concurrent transaction
+ * (PostgreSQL {@code REPEATABLE READ}/{@code SERIALIZABLE}, deadlocks) with
+ * {@link dev.fenced.r2dbc.FencedWriteConflictException}. Writes go through the template's {@code DatabaseClient}, so they join
  * the subscriber's Spring transaction ({@code TransactionalOperator}, {@code @Transactional}) and otherwise commit
  * on their own. Every method is cold. Immutable and thread-safe.
  */
