@@ -33,6 +33,7 @@ import java.util.concurrent.ExecutionException;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.locks.LockSupport;
 import java.util.function.BooleanSupplier;
+import java.util.function.Supplier;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
@@ -109,6 +110,15 @@ class PostgresStoreFaultsIT {
         PostgresLeaseStore store = PostgresLeaseStore.open(pool, TABLE, settings);
         closing.add(() -> store.close().block(BOUND));
         return store;
+    }
+
+    /**
+     * A client through the proxy with a lease of 60 s and a command timeout of 8 s: a late grant would hold the
+     * lock long after the test, and a failed acquire's undo window (9 s) outlasts the test's steps.
+     */
+    private FencedLockClient proxiedClientWithALongWindow() {
+        return client(proxiedPool(4, "read committed"), FencedLockClient.builder().leaseTime(Duration.ofSeconds(60))
+                .commandTimeout(Duration.ofSeconds(8)));
     }
 
     private FencedLockClient client(ConnectionFactory pool, FencedLockClientBuilder builder) {
@@ -193,6 +203,26 @@ class PostgresStoreFaultsIT {
         throw new AssertionError("expected a failure, got " + future.get());
     }
 
+    /**
+     * Holds the free row of {@code name} ({@link #holdRowForKeyShare}), starts an acquire of it ({@code start}),
+     * whose request contains {@code marker}, waits until it waits on the row lock, and resets its connection
+     * while new connections are refused, so that its cancel request cannot be sent and the statement lives on in
+     * the database (PostgreSQL does not notice a reset while the backend waits on a row lock). New connections
+     * stay refused. Returns the blocker once the acquire has failed.
+     */
+    private Connection resetAWaitingAcquireWhoseCancelCannotBeSent(String name, String marker,
+            Supplier<CompletableFuture<?>> start) throws Exception {
+        freeRow(name);
+        Connection blocker = holdRowForKeyShare(name);
+        proxy.markRequestContaining(marker);
+        CompletableFuture<?> acquire = start.get();
+        await("the acquire waits on the row lock", () -> count(WAITING_ACQUIRES) == 1);
+        proxy.refuseNew(true);
+        assertThat(proxy.resetMarked()).isEqualTo(1);
+        assertThat(failureOf(acquire)).isInstanceOf(LockServiceException.class);
+        return blocker;
+    }
+
     @Test
     void anAcquireWhoseConnectionIsResetWhileItWaitsOnARowLockGrantsNothingAndNamesTheReset() throws Exception {
         String name = "reset-waiting";
@@ -218,19 +248,9 @@ class PostgresStoreFaultsIT {
     @Test
     void aLateGrantOfAnAcquireWhoseCancelCouldNotBeSentIsUndone() throws Exception {
         String name = "reset-uncancelled";
-        freeRow(name);
-        ConnectionPool pool = proxiedPool(4, "read committed");
-        FencedLockClient client = client(pool, FencedLockClient.builder().leaseTime(Duration.ofSeconds(60))
-                .commandTimeout(Duration.ofSeconds(8)));
-        Connection blocker = holdRowForKeyShare(name);
-
-        proxy.markRequestContaining(lockId(name));
-        CompletableFuture<FencedLease> acquire = client.tryAcquire(name).toFuture();
-        await("the acquire waits on the row lock", () -> count(WAITING_ACQUIRES) == 1);
-        // The cancel request needs a new connection: refused, so the statement lives on in the database.
-        proxy.refuseNew(true);
-        assertThat(proxy.resetMarked()).isEqualTo(1);
-        assertThat(failureOf(acquire)).isInstanceOf(LockServiceException.class);
+        FencedLockClient client = proxiedClientWithALongWindow();
+        Connection blocker = resetAWaitingAcquireWhoseCancelCannotBeSent(name, lockId(name),
+                () -> client.tryAcquire(name).toFuture());
         // Give the undo time to run once on a pooled connection and find nothing (an ordering of the set-up, not
         // an assertion): the statement still waits on the row, and is granted when the row is free.
         LockSupport.parkNanos(TimeUnit.MILLISECONDS.toNanos(500));
@@ -242,6 +262,25 @@ class PostgresStoreFaultsIT {
             FencedLease lease = rival.tryAcquire(name).block(BOUND);
             return lease != null && lease.release().block(BOUND) == ReleaseOutcome.RELEASED;
         });
+    }
+
+    @Test
+    void closeInsideTheUndoWindowOfAnAcquireWhoseCancelCouldNotBeSentLeavesTheLockFree() throws Exception {
+        String name = "close-in-undo-window";
+        FencedLockClient client = proxiedClientWithALongWindow();
+        Connection blocker = resetAWaitingAcquireWhoseCancelCannotBeSent(name, lockId(name),
+                () -> client.tryAcquire(name).toFuture());
+        proxy.refuseNew(false);
+
+        // Closed while the failed acquire may still take the lock: close must not end its undo early.
+        client.close();
+        Mono.from(blocker.commitTransaction()).block(BOUND);
+        waitAtMost(Duration.ofSeconds(10), () -> count(RUNNING_ACQUIRES) == 0);
+
+        FencedLockClient rival = client(direct, FencedLockClient.builder());
+        StepVerifier.create(rival.tryAcquire(name).flatMap(FencedLease::release))
+                .as("no grant of the closed client's failed acquire holds the lock for nobody")
+                .expectNext(ReleaseOutcome.RELEASED).expectComplete().verify(BOUND);
     }
 
     @Test
