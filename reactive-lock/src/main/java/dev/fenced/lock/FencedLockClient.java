@@ -146,11 +146,16 @@ public interface FencedLockClient extends AutoCloseable {
      * another client can take their locks at once; a release that fails is logged with the lock name and its
      * cause, and that lock expires with its lease), undos of abandoned acquires waiting out a back-off run at
      * once, the releases and undos still in flight get up to the command timeout to finish, then the
-     * connections close. A lease granted while the client closes is
+     * connections close. On PostgreSQL an acquire that failed without a reply (a timeout, a reset) may still
+     * take the lock in the database for one command timeout plus 1 s after its failure (a statement waiting on
+     * a row lock whose cancel could not be delivered): close goes on undoing it, at most 200 ms apart, until
+     * that window has passed, so that no late grant holds a lock for nobody after close; an acquire that
+     * fails during the close gets its window too. A lease granted while the client closes is
      * released again and its acquire fails with {@link LockClientClosedException}. A Redis client passed to
      * the builder is left open; one created by the builder is shut down. Each step is bounded, so the
-     * completion comes within about twice the command timeout whatever Redis does. Idempotent: every call
-     * returns the same completion.
+     * completion comes within about twice the command timeout whatever Redis does; on PostgreSQL the undo
+     * window adds up to one command timeout plus 1 s to that. Idempotent: every call returns the same
+     * completion.
      *
      * @return completes when the client is closed; never errors
      */
@@ -158,7 +163,12 @@ public interface FencedLockClient extends AutoCloseable {
 
     /**
      * Closes the client as {@link #closeLater()} does and waits, at most ten seconds, for it to finish (past
-     * that, closing goes on in the background and a warning is logged). Never throws, except
+     * that, closing goes on in the background and a warning is logged). On PostgreSQL the undo window of
+     * {@link #closeLater()} fits in those ten seconds for an acquire that failed before the close with a
+     * command timeout up to 8 s, and for one that fails during the close with a command timeout up to 4 s;
+     * otherwise close() may return while that undo still runs in the background, and a JVM that exits then may
+     * leave that lock taken, by nobody, until its lease runs out (subscribe to {@link #closeLater()} and wait
+     * for it to rule that out). Never throws, except
      * {@link IllegalStateException} when called on a non-blocking thread: this method blocks the calling
      * thread, so call it on shutdown, never on Reactor's non-blocking threads or Netty's (such as
      * Lettuce's); use {@link #closeLater()} there.

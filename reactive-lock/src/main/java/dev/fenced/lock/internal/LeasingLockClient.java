@@ -302,18 +302,21 @@ public final class LeasingLockClient implements FencedLockClient {
      * Closes in order, each step bounded, so that close is prompt whatever the lock service does: no new
      * acquire or wait; every held lease lost ({@code CLIENT_CLOSED}) and released; the store commands still in
      * flight (releases, undos, acquires whose grants are released again) given up to the command timeout to
-     * finish; the connections closed; the scheduler, if the client owns it, disposed.
+     * finish, and the undos of acquires that may still take effect up to the store's late-grant window more
+     * (an acquire failing within the command timeout, and its window after that); the connections closed; the
+     * scheduler, if the client owns it, disposed.
      */
     private Mono<Void> doClose() {
         closed.set(true);
         serverChanges.dispose();
         waiters.close();
         List<HeldLease> unsettled = registry.snapshot();
-        Duration bound = runtime.commandTimeout().plus(Duration.ofMillis(100));
+        Duration bound = runtime.commandTimeout().plus(runtime.store().lateGrantWindow()).plus(Duration.ofMillis(100));
         ClientSettings settings = runtime.settings();
         return Flux.fromIterable(unsettled)
                 .flatMap(HeldLease::closeAndRelease)
-                // Undos waiting out a back-off run now, while the store still takes commands.
+                // Undos waiting out a back-off run now, while the store still takes commands, and go on until the
+                // acquires they undo can no longer take effect.
                 .mergeWith(undos.flush())
                 .then(runtime.inFlight().idle())
                 .timeout(bound, Schedulers.parallel())
@@ -323,7 +326,7 @@ public final class LeasingLockClient implements FencedLockClient {
                 })
                 .then(Mono.fromRunnable(() -> registry.snapshot().forEach(HeldLease::settleOnClose)))
                 .then(Mono.fromRunnable(renewer::stop))
-                // Bounded apart: with the command timeout at most 5 s, close stays within CLOSE_WAIT in all.
+                // Bounded apart. close() waits CLOSE_WAIT for all this; past it, closing goes on in the background.
                 // Deferred: the store refuses statements once closed, and the releases above must run first.
                 .then(Mono.defer(() -> runtime.store().close()).timeout(STORE_CLOSE_WAIT, Schedulers.parallel()).onErrorResume(e -> {
                     log.warn("Closing the lock service connections did not finish within {} ms: {}", STORE_CLOSE_WAIT.toMillis(),

@@ -6,6 +6,7 @@ import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.Optional;
 import java.util.concurrent.TimeUnit;
 import org.jspecify.annotations.Nullable;
 import reactor.core.publisher.Flux;
@@ -25,9 +26,9 @@ import reactor.util.Loggers;
  * never left (not connected, connect failure, client closed) took nothing and needs no undo at all. An acquire
  * that failed without a reply may still take the lock for a while in some stores (a PostgreSQL statement waiting
  * on a row lock outlives its reset connection): its undo is repeated until the store's
- * {@link LeaseStore#lateGrantWindow()} has passed since the failure, not only until its first "nothing held".
- * Thread-safe:
- * the pending owners are guarded by the monitor.
+ * {@link LeaseStore#lateGrantWindow()} has passed since the failure, not only until its first "nothing held",
+ * and closing the client does not cut that short ({@link #flush()}). Thread-safe: the pending owners are guarded
+ * by the monitor.
  */
 final class Undos {
 
@@ -47,7 +48,8 @@ final class Undos {
 
     /**
      * @param runtime what the lifecycle shares
-     * @param closed whether the client is closed: then failed undos are not retried (the connections are gone)
+     * @param closed whether the client is closed: then failed undos are retried only while their acquire may still
+     *     take effect, and back-offs are short (close waits for them before the connections close)
      */
     Undos(LeaseRuntime runtime, java.util.function.BooleanSupplier closed) {
         this.runtime = runtime;
@@ -90,11 +92,14 @@ final class Undos {
 
     /**
      * On close: releases every pending owner of every name at once, not after its back-off, so that the
-     * undos end before the store closes (once the client is closed a failed undo is not retried, and its lock
-     * would stay taken until its lease ran out). The retry loops then find nothing left and end. A release that
-     * fails is logged with the lock name and its cause. Cold; never errors.
+     * undos end before the store closes, and goes on undoing each owner whose acquire may still take effect
+     * (its store's {@link LeaseStore#lateGrantWindow()} since its failure has not passed), at most
+     * {@link #MAX_SETTLE_BACKOFF} apart, until it cannot: a grant that commits after the close began is then
+     * released as it would have been had the client stayed open. The retry loops then find nothing left and end.
+     * A release that still fails once its owner's window has passed is logged with the lock name and its cause.
+     * Cold; never errors.
      *
-     * @return completion once every pending owner was asked about
+     * @return completion once every pending owner was asked about after its acquire could last take effect
      */
     Mono<Void> flush() {
         return Flux.defer(() -> {
@@ -106,13 +111,26 @@ final class Undos {
                 });
             }
             return Flux.fromIterable(all);
-        }).flatMap(e -> runtime.store().release(e.getKey(), e.getValue().owner, e.getValue().token)
-                .onErrorResume(error -> {
-                    log.warn("Could not undo an abandoned acquire of lock '{}' on close; it expires with its lease: {}",
-                            e.getKey(), error.toString());
+        }).flatMap(e -> undoUntilSettled(e.getKey(), e.getValue())).then();
+    }
+
+    /** On close: releases {@code p}, and again until its window has passed; logs a failure of the last release. */
+    private Mono<Void> undoUntilSettled(String name, Pending p) {
+        return runtime.store().release(name, p.owner, p.token)
+                .then(Mono.<Throwable>empty())
+                .onErrorResume(Mono::just)
+                .map(Optional::of)
+                .defaultIfEmpty(Optional.empty())
+                .flatMap(failure -> {
+                    long left = p.settledAt - runtime.now();
+                    if (left > 0) {
+                        Duration pause = Duration.ofNanos(Math.min(left, MAX_SETTLE_BACKOFF.toNanos()));
+                        return Mono.delay(pause, runtime.scheduler()).then(undoUntilSettled(name, p));
+                    }
+                    failure.ifPresent(error -> log.warn("Could not undo an abandoned acquire of lock '{}' on close; it"
+                            + " expires with its lease: {}", name, error.toString()));
                     return Mono.empty();
-                }))
-                .then();
+                });
     }
 
     /** Releases every pending owner of {@code name}; retries those the service could not be asked about. */
@@ -133,12 +151,11 @@ final class Undos {
                     .flatMap(p -> runtime.store().release(name, p.owner, p.token)
                             .doOnNext(deleted -> log.debug("Undid abandoned acquire of lock '{}' by {}: {}", name, p.owner,
                                     deleted ? "released" : "nothing held"))
-                            // Answered, but the acquire may still take effect: ask again until it cannot (or the
-                            // client closes, which then releases once more and waits for nothing longer).
-                            .flatMap(deleted -> p.settledAt - runtime.now() > 0 && !closed.getAsBoolean()
+                            // Answered, but the acquire may still take effect: ask again until it cannot, also
+                            // once the client closes (close waits for this loop before the store closes).
+                            .flatMap(deleted -> p.settledAt - runtime.now() > 0
                                     ? Mono.just(p.unsettled()) : Mono.<Pending>empty())
-                            .onErrorResume(e -> e instanceof LockServiceException && !closed.getAsBoolean()
-                                    ? Mono.just(p) : Mono.empty()))
+                            .onErrorResume(e -> retried(name, p, e)))
                     .collectList()
                     .flatMap(again -> {
                         if (!again.isEmpty()) {
@@ -147,7 +164,8 @@ final class Undos {
                             }
                         }
                         boolean failed = again.stream().anyMatch(p -> !p.answered);
-                        Duration cap = failed ? MAX_BACKOFF : MAX_SETTLE_BACKOFF;
+                        // Closing waits for the loops: no long back-off then.
+                        Duration cap = failed && !closed.getAsBoolean() ? MAX_BACKOFF : MAX_SETTLE_BACKOFF;
                         Duration pause = backoff.compareTo(cap) > 0 ? cap : backoff;
                         Duration next = pause.multipliedBy(2).compareTo(cap) > 0 ? cap : pause.multipliedBy(2);
                         return again.isEmpty() ? loop(name, backoff)
@@ -160,6 +178,23 @@ final class Undos {
             }
             return Mono.empty();
         });
+    }
+
+    /**
+     * The owner to ask again after its undo failed with {@code error}, or nothing: while the client is open, an
+     * undo is tried again whenever the lock service could not be asked; once it is closed, only while the acquire
+     * may still take effect. A failure not retried once the client is closed is logged: that lock expires with
+     * its lease.
+     */
+    private Mono<Pending> retried(String name, Pending p, Throwable error) {
+        if (error instanceof LockServiceException && (!closed.getAsBoolean() || p.settledAt - runtime.now() > 0)) {
+            return Mono.just(p);
+        }
+        if (closed.getAsBoolean()) {
+            log.warn("Could not undo an abandoned acquire of lock '{}' on close; it expires with its lease: {}", name,
+                    error.toString());
+        }
+        return Mono.empty();
     }
 
     /**

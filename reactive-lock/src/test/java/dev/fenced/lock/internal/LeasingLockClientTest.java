@@ -638,6 +638,65 @@ class LeasingLockClientTest {
     }
 
     @Test
+    void closeGoesOnUndoingAFailedAcquireUntilItsLateGrantWindowHasPassed() {
+        AtomicReference<String> failedOwner = new AtomicReference<>();
+        LeasingLockClient closing = LeasingLockClient.create(failingWithALateGrantWindow(Duration.ZERO, failedOwner),
+                ClientSettings.of("test:", Duration.ofSeconds(3), null, Duration.ofSeconds(10), null, clock));
+        StepVerifier.create(closing.tryAcquire(LOCK)).verifyError(LockServiceException.class);
+        CompletableFuture<Void> closed = closing.closeLater().toFuture();
+        elapse(100);
+
+        memory.acquire(LOCK, failedOwner.get(), 60_000, 0).block(); // the late grant, after close began
+        elapse(300);
+        assertThat(memory.holder(LOCK)).as("the late grant is undone while the client closes").isEmpty();
+        assertThat(closed).as("close waits out the window").isNotDone();
+
+        elapse(5_000);
+        assertThat(closed).as("closed once the window has passed").isCompleted();
+    }
+
+    @Test
+    void anAcquireThatFailsWhileTheClientClosesIsUndoneUntilItsLateGrantWindowHasPassed() {
+        AtomicReference<String> failedOwner = new AtomicReference<>();
+        LeasingLockClient closing = LeasingLockClient.create(failingWithALateGrantWindow(Duration.ofMillis(100), failedOwner),
+                ClientSettings.of("test:", Duration.ofSeconds(3), null, Duration.ofSeconds(10), null, clock));
+        CompletableFuture<FencedLease> acquiring = closing.tryAcquire(LOCK).toFuture();
+        CompletableFuture<Void> closed = closing.closeLater().toFuture();
+        elapse(100); // the acquire fails after close began; its undo starts then
+        assertThat(acquiring).isCompletedExceptionally();
+
+        memory.acquire(LOCK, failedOwner.get(), 60_000, 0).block(); // the late grant
+        elapse(300);
+        assertThat(memory.holder(LOCK)).as("the late grant is undone while the client closes").isEmpty();
+        assertThat(closed).as("close waits out the window").isNotDone();
+
+        elapse(5_000);
+        assertThat(closed).as("closed once the window has passed").isCompleted();
+    }
+
+    /**
+     * The memory store, except that every acquire fails without a reply after {@code after} (on the client's
+     * clock) and takes nothing yet, its owner kept in {@code failedOwner}; and the store says that such an
+     * acquire may still take effect for 5 s (a PostgreSQL statement that waits on a row lock and whose cancel
+     * could not be sent).
+     */
+    private LeaseStore failingWithALateGrantWindow(Duration after, AtomicReference<String> failedOwner) {
+        return new CountingLeaseStore(memory) {
+            @Override
+            public Mono<AcquireReply> acquire(String name, String owner, long leaseMillis, long floor) {
+                failedOwner.set(owner);
+                Mono<AcquireReply> reset = Mono.error(LockServiceException.of(name, "acquire", "connection reset", null));
+                return after.isZero() ? reset : Mono.delay(after, clock).then(reset);
+            }
+
+            @Override
+            public Duration lateGrantWindow() {
+                return Duration.ofSeconds(5);
+            }
+        };
+    }
+
+    @Test
     void closeEndsWaitsInProgress() {
         memory.acquire(LOCK, "other", 60_000, 0).block();
         CompletableFuture<FencedLease> waiting = client.acquire(LOCK).toFuture();

@@ -96,8 +96,10 @@ public final class PostgresLeaseStore implements LeaseStore {
      * A commit follows the grant at once, so the grant takes effect within about one command timeout after the
      * database received the statement; the client keeps undoing a failed acquire for that long
      * ({@link #lateGrantWindow()}).
+     *
+     * <p>Package-private: {@code PostgresStoreFaultsIT} runs it with a command timeout of its own.
      */
-    private static String acquireSql(String table, boolean serverTime) {
+    static String acquireSql(String table, boolean serverTime) {
         String firstToken = serverTime ? "GREATEST($4 + 1, (extract(epoch FROM now.t) * 1000000)::bigint)" : "$4 + 1";
         return "WITH now AS (SELECT clock_timestamp() AS t, set_config('lock_timeout', ($5::bigint + " + LOCK_TIMEOUT_MARGIN_MILLIS + ")::text, true) AS lt),"
                 + " granted AS (INSERT INTO " + table + " AS l (lock_id, owner, token, expires_at)"

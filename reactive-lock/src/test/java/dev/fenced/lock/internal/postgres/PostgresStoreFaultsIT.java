@@ -33,6 +33,7 @@ import java.util.concurrent.ExecutionException;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.locks.LockSupport;
 import java.util.function.BooleanSupplier;
+import java.util.function.Supplier;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
@@ -46,6 +47,23 @@ import reactor.test.StepVerifier;
  * connection: a reset while an acquire waits on a row lock, a silent pooled connection under a short lease, a
  * pool whose default isolation is {@code REPEATABLE READ} or {@code SERIALIZABLE}, and {@code close()} with
  * leases held. Each case asserts what the database holds afterwards, not how long anything took.
+ *
+ * <p>An acquire that its client gave up on is stopped by three defences, and each has a test that fails
+ * without it (the others alone would pass it):
+ * <ul>
+ *   <li>the cancel request on a failure: {@code anAcquireWhoseConnectionIsResetWhileItWaitsOnARowLock…};</li>
+ *   <li>the statement's own {@code lock_timeout} (the wait ends in the database while the row is still held, with
+ *       no cancel delivered): {@code aResetAcquireWhoseCancelCouldNotBeSentStopsWaiting…} and
+ *       {@code anAcquireThatWaitsOnARowLockLongerThanTheCommandTimeout…};</li>
+ *   <li>the grant's clock bound ({@code clock_timestamp() < statement_timestamp() + $5}, checked once the row is
+ *       locked): {@code anAcquireStatementThatGetsTheRowAfterItsBoundHasPassed…}, which runs the store's
+ *       statement itself with a {@code $5} that turns its {@code lock_timeout} off, so that only the bound
+ *       decides, whenever the test ends the wait. (A test through the client would need the row freed between
+ *       the command timeout and the {@code lock_timeout}, 250 ms later: a race, not a test.)</li>
+ * </ul>
+ * The undo repeated over the late-grant window, also by {@code close()}, has
+ * {@code aLateGrantOfAnAcquireWhoseCancelCouldNotBeSentIsUndone} and
+ * {@code closeInsideTheUndoWindowOfAnAcquireWhoseCancelCouldNotBeSentLeavesTheLockFree}.
  */
 @ExtendWith(PostgresServerExtension.class)
 class PostgresStoreFaultsIT {
@@ -109,6 +127,15 @@ class PostgresStoreFaultsIT {
         PostgresLeaseStore store = PostgresLeaseStore.open(pool, TABLE, settings);
         closing.add(() -> store.close().block(BOUND));
         return store;
+    }
+
+    /**
+     * A client through the proxy with a lease of 60 s and a command timeout of 8 s: a late grant would hold the
+     * lock long after the test, and a failed acquire's undo window (9 s) outlasts the test's steps.
+     */
+    private FencedLockClient proxiedClientWithALongWindow() {
+        return client(proxiedPool(4, "read committed"), FencedLockClient.builder().leaseTime(Duration.ofSeconds(60))
+                .commandTimeout(Duration.ofSeconds(8)));
     }
 
     private FencedLockClient client(ConnectionFactory pool, FencedLockClientBuilder builder) {
@@ -193,6 +220,26 @@ class PostgresStoreFaultsIT {
         throw new AssertionError("expected a failure, got " + future.get());
     }
 
+    /**
+     * Holds the free row of {@code name} ({@link #holdRowForKeyShare}), starts an acquire of it ({@code start}),
+     * whose request contains {@code marker}, waits until it waits on the row lock, and resets its connection
+     * while new connections are refused, so that its cancel request cannot be sent and the statement lives on in
+     * the database (PostgreSQL does not notice a reset while the backend waits on a row lock). New connections
+     * stay refused. Returns the blocker once the acquire has failed.
+     */
+    private Connection resetAWaitingAcquireWhoseCancelCannotBeSent(String name, String marker,
+            Supplier<CompletableFuture<?>> start) throws Exception {
+        freeRow(name);
+        Connection blocker = holdRowForKeyShare(name);
+        proxy.markRequestContaining(marker);
+        CompletableFuture<?> acquire = start.get();
+        await("the acquire waits on the row lock", () -> count(WAITING_ACQUIRES) == 1);
+        proxy.refuseNew(true);
+        assertThat(proxy.resetMarked()).isEqualTo(1);
+        assertThat(failureOf(acquire)).isInstanceOf(LockServiceException.class);
+        return blocker;
+    }
+
     @Test
     void anAcquireWhoseConnectionIsResetWhileItWaitsOnARowLockGrantsNothingAndNamesTheReset() throws Exception {
         String name = "reset-waiting";
@@ -218,19 +265,9 @@ class PostgresStoreFaultsIT {
     @Test
     void aLateGrantOfAnAcquireWhoseCancelCouldNotBeSentIsUndone() throws Exception {
         String name = "reset-uncancelled";
-        freeRow(name);
-        ConnectionPool pool = proxiedPool(4, "read committed");
-        FencedLockClient client = client(pool, FencedLockClient.builder().leaseTime(Duration.ofSeconds(60))
-                .commandTimeout(Duration.ofSeconds(8)));
-        Connection blocker = holdRowForKeyShare(name);
-
-        proxy.markRequestContaining(lockId(name));
-        CompletableFuture<FencedLease> acquire = client.tryAcquire(name).toFuture();
-        await("the acquire waits on the row lock", () -> count(WAITING_ACQUIRES) == 1);
-        // The cancel request needs a new connection: refused, so the statement lives on in the database.
-        proxy.refuseNew(true);
-        assertThat(proxy.resetMarked()).isEqualTo(1);
-        assertThat(failureOf(acquire)).isInstanceOf(LockServiceException.class);
+        FencedLockClient client = proxiedClientWithALongWindow();
+        Connection blocker = resetAWaitingAcquireWhoseCancelCannotBeSent(name, lockId(name),
+                () -> client.tryAcquire(name).toFuture());
         // Give the undo time to run once on a pooled connection and find nothing (an ordering of the set-up, not
         // an assertion): the statement still waits on the row, and is granted when the row is free.
         LockSupport.parkNanos(TimeUnit.MILLISECONDS.toNanos(500));
@@ -242,6 +279,25 @@ class PostgresStoreFaultsIT {
             FencedLease lease = rival.tryAcquire(name).block(BOUND);
             return lease != null && lease.release().block(BOUND) == ReleaseOutcome.RELEASED;
         });
+    }
+
+    @Test
+    void closeInsideTheUndoWindowOfAnAcquireWhoseCancelCouldNotBeSentLeavesTheLockFree() throws Exception {
+        String name = "close-in-undo-window";
+        FencedLockClient client = proxiedClientWithALongWindow();
+        Connection blocker = resetAWaitingAcquireWhoseCancelCannotBeSent(name, lockId(name),
+                () -> client.tryAcquire(name).toFuture());
+        proxy.refuseNew(false);
+
+        // Closed while the failed acquire may still take the lock: close must not end its undo early.
+        client.close();
+        Mono.from(blocker.commitTransaction()).block(BOUND);
+        waitAtMost(Duration.ofSeconds(10), () -> count(RUNNING_ACQUIRES) == 0);
+
+        FencedLockClient rival = client(direct, FencedLockClient.builder());
+        StepVerifier.create(rival.tryAcquire(name).flatMap(FencedLease::release))
+                .as("no grant of the closed client's failed acquire holds the lock for nobody")
+                .expectNext(ReleaseOutcome.RELEASED).expectComplete().verify(BOUND);
     }
 
     @Test
@@ -258,8 +314,54 @@ class PostgresStoreFaultsIT {
         proxy.refuseNew(true);
         proxy.blackhole();
         assertThat(failureOf(acquire)).isInstanceOf(LockServiceException.class);
-        assertNoGrantOnceTheRowIsFree(blocker, Duration.ofSeconds(20), name, ghost,
+        // The blocker still holds the row: only the statement's own lock_timeout can end its wait.
+        await("the acquire stops waiting in the database while the row is still held", () -> count(WAITING_ACQUIRES) == 0);
+        assertNoGrantOnceTheRowIsFree(blocker, Duration.ZERO, name, ghost,
                 "an acquire that waited past its command timeout must not grant the lock");
+    }
+
+    @Test
+    void aResetAcquireWhoseCancelCouldNotBeSentStopsWaitingInTheDatabaseWhileTheRowIsStillHeld() throws Exception {
+        String name = "reset-bounded-wait";
+        PostgresLeaseStore store = proxiedStore(Duration.ofSeconds(1));
+        String ghost = "ghost-" + UUID.randomUUID();
+
+        // New connections stay refused for the rest of the test: no cancel ever arrives.
+        Connection blocker = resetAWaitingAcquireWhoseCancelCannotBeSent(name, ghost,
+                () -> store.acquire(name, ghost, 30_000, 0).toFuture());
+        // The blocker's transaction stays open until the wait has ended: only the statement's own lock_timeout
+        // can end it.
+        await("the reset acquire stops waiting in the database while the row is still held",
+                () -> count(WAITING_ACQUIRES) == 0);
+        assertNoGrantOnceTheRowIsFree(blocker, Duration.ZERO, name, ghost,
+                "the reset acquire must not grant the lock once the row is free");
+    }
+
+    @Test
+    void anAcquireStatementThatGetsTheRowAfterItsBoundHasPassedGrantsNothing() throws Exception {
+        String name = "past-the-bound";
+        freeRow(name);
+        Connection blocker = holdRowForKeyShare(name);
+        Connection raw = Mono.from(direct.create()).block(BOUND);
+        closing.add(() -> Mono.from(raw.close()).block(BOUND));
+        String ghost = "ghost-" + UUID.randomUUID();
+
+        // The store's own statement, with the command timeout ($5) at minus the lock_timeout margin: its
+        // lock_timeout is then 0 (none), so only the blocker's commit ends its wait, and its clock bound
+        // (clock_timestamp() < statement_timestamp() + $5) has passed by then, whenever the test commits.
+        long commandTimeoutMillis = -PostgresLeaseStore.LOCK_TIMEOUT_MARGIN_MILLIS;
+        CompletableFuture<List<Boolean>> replies = Flux.from(raw.createStatement(PostgresLeaseStore.acquireSql(
+                                PostgresLeaseStore.quote(TABLE), false))
+                        .bind(0, lockId(name)).bind(1, ghost).bind(2, 30_000L).bind(3, 0L).bind(4, commandTimeoutMillis)
+                        .execute())
+                .flatMap(r -> r.map((row, meta) -> Boolean.TRUE.equals(row.get("acquired", Boolean.class))))
+                .collectList().toFuture();
+        await("the statement waits on the row lock", () -> count(WAITING_ACQUIRES) == 1);
+        Mono.from(blocker.commitTransaction()).block(BOUND);
+
+        assertThat(replies.get(BOUND.toSeconds(), TimeUnit.SECONDS)).as("the statement's reply: busy").containsExactly(false);
+        assertThat(count("SELECT count(*) FROM " + TABLE + " WHERE lock_id = $1 AND owner = $2", lockId(name), ghost))
+                .as("a statement that got the row after its bound must not grant the lock").isZero();
     }
 
     @Test
