@@ -127,7 +127,7 @@ class ServerIdentityIT {
         TcpProxy network = TcpProxy.start(first.host(), first.port());
         toClose.add(network);
         FencedLockClient client = FencedLockClient.builder().redisUri("redis://" + network.host() + ":" + network.port())
-                .leaseTime(Duration.ofMinutes(1)).replicaAcknowledgement(1, Duration.ofSeconds(5)).build();
+                .leaseTime(Duration.ofMinutes(1)).replicaAcknowledgement(1, Duration.ofSeconds(2)).build();
         toClose.add(client);
         FencedLease before = client.acquire("before").block(BOUND); // on the connection that acquires with WAIT
         assertThat(before).isNotNull();
