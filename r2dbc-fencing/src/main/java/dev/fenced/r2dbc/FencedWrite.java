@@ -39,8 +39,10 @@ import reactor.core.publisher.Mono;
  * the transaction's snapshot) is it explained with a locking read ({@code FOR KEY SHARE} on PostgreSQL,
  * {@code FOR UPDATE} on MariaDB/MySQL), which sees the latest committed row. Where the database cannot serialize the write with a concurrent transaction (PostgreSQL under
  * {@code REPEATABLE READ} or {@code SERIALIZABLE}, when a newer holder wrote the row after this transaction's first
- * read; a deadlock; or no row is visible to a snapshot that may hide one a newer holder inserted after it), it fails
- * with {@link FencedWriteConflictException}, never as a success or a missing row.
+ * read; a deadlock), it fails with {@link FencedWriteConflictException}, never as a success or a missing row. When
+ * no row is visible at PostgreSQL's {@code REPEATABLE READ} or {@code SERIALIZABLE}, it fails with
+ * {@link FencedRowNotFoundException#invisibleToSnapshot}, whose message says that a row inserted after the snapshot
+ * is invisible too: retry in a new transaction to tell.
  * {@link #upsert} inserts rows that may not exist yet and guards the update of those that do.
  * {@link #claim} is the first step of a read-modify-write: it claims the row with the lease's token, then reads
  * it. A lease that is not held is refused with {@link LeaseNotHeldException} before any SQL is sent. When
@@ -498,8 +500,8 @@ public final class FencedWrite {
                     }
                     return Mono.<Long>error(rejection(lease, stored));
                 })
-                .switchIfEmpty(Mono.defer(() -> dialect.snapshotHidingRows(connection)
-                        .flatMap(level -> Mono.<Long>error(FencedWriteConflictException.rowHiddenBySnapshot(lease.name(), target(), level)))
+                .switchIfEmpty(Mono.defer(() -> dialect.snapshotIsolation(connection)
+                        .flatMap(level -> Mono.<Long>error(FencedRowNotFoundException.invisibleToSnapshot(lease.name(), target(), level)))
                         .switchIfEmpty(Mono.error(() -> FencedRowNotFoundException.of(lease.name(), target())))));
     }
 
