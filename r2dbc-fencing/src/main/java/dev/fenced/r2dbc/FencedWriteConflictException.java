@@ -60,6 +60,24 @@ public final class FencedWriteConflictException extends FencedLockException {
     }
 
     /**
+     * The guarded statement refused the write at PostgreSQL's {@code REPEATABLE READ} or {@code SERIALIZABLE}, and
+     * the row changed after this transaction's snapshot: every read of the transaction shows an older version
+     * (PostgreSQL's {@code FOR KEY SHARE} returns it without a serialization failure when the change kept the key),
+     * so the token stored now cannot be read in it, and the lease is not told. The refusal is exact. Retry the
+     * whole transaction: a new snapshot reads the stored token, and the retry is refused as stale
+     * ({@link dev.fenced.lock.StaleFencingTokenException}) if a newer holder has written.
+     *
+     * @param lockName the lock whose lease made the write
+     * @param target what was to be written
+     * @param isolation the transaction's isolation level as the database names it, such as {@code repeatable read}
+     * @return a new exception
+     */
+    public static FencedWriteConflictException refusedUnderSnapshot(String lockName, String target, String isolation) {
+        return new FencedWriteConflictException(lockName, target, null, "the write was refused, and the row changed after "
+                + "this transaction's snapshot at " + isolation + ", so the token stored now cannot be read in it", null);
+    }
+
+    /**
      * A statement of the write waited for a row lock longer than the database allows (MariaDB's and MySQL's
      * {@code innodb_lock_wait_timeout}, error 1205; PostgreSQL's {@code lock_timeout}, SQLSTATE {@code 55P03}):
      * another transaction holds the row. The statement took no effect; MariaDB rolls back that statement only
@@ -89,7 +107,8 @@ public final class FencedWriteConflictException extends FencedLockException {
 
     /**
      * The database's SQLSTATE ({@code 40001} or {@code 40P01}; for a lock wait timeout {@code HY000} on MariaDB,
-     * {@code 55P03} on PostgreSQL), or {@code null} when the row changed during the write.
+     * {@code 55P03} on PostgreSQL), or {@code null} when the row changed during the write or was refused under a
+     * snapshot.
      *
      * @return the SQLSTATE
      */

@@ -111,6 +111,22 @@ enum SqlDialect {
     }
 
     /**
+     * Whether a refusal is explained with a plain read first, the locking read only when the plain one contradicts
+     * the refusal. Not on PostgreSQL: its locking read {@code FOR KEY SHARE} does not make the valid holder's
+     * {@code UPDATE} wait, so it always explains with that; at {@code REPEATABLE READ} and {@code SERIALIZABLE} both
+     * reads may show the snapshot's version of a row changed since (without a serialization failure: the change kept
+     * the key), a refused token there possibly older than the stored one (150 while storage holds 200), so the
+     * write checks it there with {@code FOR SHARE} in a savepoint rolled back at once. On MariaDB, yes: its locking read {@code FOR UPDATE} would make the valid holder wait for a refused
+     * writer's transaction at {@code READ COMMITTED}, and the transaction's own isolation level cannot be learnt
+     * cheaply and without privileges ({@code @@tx_isolation} is the session's, not a {@code SET TRANSACTION}
+     * level). So under MariaDB's {@code REPEATABLE READ} the token reported, and the floor raised, may be a
+     * snapshot's, lower than the stored one; the refusal itself is exact (the guarded statement decided).
+     */
+    boolean explainsWithPlainReadFirst() {
+        return this != POSTGRESQL;
+    }
+
+    /**
      * The clause that makes a {@code SELECT} a locking read, which the explanation of a refused write needs when a
      * plain read contradicts the refusal: a plain read under InnoDB's {@code REPEATABLE READ} (MariaDB's default) sees
      * the transaction's snapshot, not the row the guarded statement judged, while a locking read sees the latest
