@@ -82,7 +82,9 @@ final class Connections {
 
     /**
      * Runs {@code work} in a transaction: the current one on {@code connectionFactory} (or a factory it wraps), which
-     * its owner commits or rolls back (an error of the work reaches the owner, which rolls back); else, when a
+     * its owner commits or rolls back (an error of the work reaches the owner, which rolls back; a connection the
+     * Spring transaction context holds in auto-commit mode, as a {@code DatabaseClient} on a second factory inside a
+     * transaction on the first binds it, is no transaction: {@link SpringR2dbc}); else, when a
      * transaction is open on the connection the factory hands out ({@link #inOpenTransaction}: a factory that hands
      * out the caller's connection), that one, neither begun nor committed here; else one of its own, begun on the new
      * connection, committed when the work completes and rolled back on error or cancellation. Never begins or

@@ -299,7 +299,11 @@ public final class FenceTable {
      * a plain read, which takes no lock: another lock's row or a token the rule refuses explains the refusal, and the
      * refused transaction then holds no lock that the valid holder's next advance would wait for. Only when the plain
      * read contradicts the refusal (no row, or one the rule accepts: it may be the transaction's snapshot, not the row
-     * the statement judged) is it read again with a locking read ({@link SqlDialect#lockingRead}).
+     * the statement judged) is it read again with a locking read ({@link SqlDialect#lockingRead}). On PostgreSQL the
+     * plain read shows the stored token even under a snapshot: the guarded upsert locks the latest version and fails
+     * with {@code 40001} when it changed after the snapshot (tested in {@code FenceTableIT}). Under MariaDB's
+     * {@code REPEATABLE READ} the token reported, and the floor raised, may be a snapshot's, lower than the stored
+     * one; the refusal itself is exact.
      */
     private Mono<Void> rejected(Connection connection, SqlDialect dialect, FencedLease lease, String resource,
             Mono<Void> missing, @Nullable Mono<Void> again) {

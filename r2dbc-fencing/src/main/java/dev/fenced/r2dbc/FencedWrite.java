@@ -33,14 +33,21 @@ import reactor.core.publisher.Mono;
  * <p>{@link #update} runs {@code UPDATE … SET …, token = ?, owner = ? WHERE key AND <rule>}: it emits the
  * number of rows updated, or fails with {@link dev.fenced.lock.StaleFencingTokenException} (the presented and
  * the stored token) when the rule rejects the write, or {@link FencedRowNotFoundException} when no row
- * matches the key. The guarded statement alone decides acceptance; a refusal is explained with a plain read, which
- * takes no lock, so a refused writer does not make the valid holder's next write wait for its transaction; only when
- * that read contradicts the refusal (no row, or one the rule accepts: under InnoDB's {@code REPEATABLE READ} it may be
- * the transaction's snapshot) is it explained with a locking read ({@code FOR KEY SHARE} on PostgreSQL,
- * {@code FOR UPDATE} on MariaDB/MySQL), which sees the latest committed row. Where the database cannot serialize the write with a concurrent transaction (PostgreSQL under
+ * matches the key. The guarded statement alone decides acceptance. On PostgreSQL a refusal is explained with the
+ * locking read {@code FOR KEY SHARE}, which does not make the valid holder's next {@code UPDATE} wait for the refused
+ * writer's transaction; at {@code REPEATABLE READ} and {@code SERIALIZABLE} it may return the snapshot's version of a
+ * row changed since the snapshot, so there a token it shows that the rule refuses is checked with {@code FOR SHARE}
+ * inside a savepoint rolled back at once: the stored token when the row is unchanged, else
+ * {@link FencedWriteConflictException#refusedUnderSnapshot} (retry the transaction). On MariaDB/MySQL it is explained with a plain read, which
+ * takes no lock, and only when that read contradicts the refusal (no row, or one the rule accepts: under InnoDB's
+ * {@code REPEATABLE READ} it may be the transaction's snapshot) with the locking read {@code FOR UPDATE}; so under
+ * InnoDB's {@code REPEATABLE READ} the stored token reported (and the floor raised) may be a snapshot's, lower than
+ * the stored one, the refusal itself being exact. Where the database cannot serialize the write with a concurrent transaction (PostgreSQL under
  * {@code REPEATABLE READ} or {@code SERIALIZABLE}, when a newer holder wrote the row after this transaction's first
- * read; a deadlock; or no row is visible to a snapshot that may hide one a newer holder inserted after it), it fails
- * with {@link FencedWriteConflictException}, never as a success or a missing row.
+ * read; a deadlock), it fails with {@link FencedWriteConflictException}, never as a success or a missing row. When
+ * no row is visible at PostgreSQL's {@code REPEATABLE READ} or {@code SERIALIZABLE}, it fails with
+ * {@link FencedRowNotFoundException#invisibleToSnapshot}, whose message says that a row inserted after the snapshot
+ * is invisible too: retry in a new transaction to tell.
  * {@link #upsert} inserts rows that may not exist yet and guards the update of those that do.
  * {@link #claim} is the first step of a read-modify-write: it claims the row with the lease's token, then reads
  * it. A lease that is not held is refused with {@link LeaseNotHeldException} before any SQL is sent. When
@@ -418,7 +425,7 @@ public final class FencedWrite {
             }
             if (dialect.atomicUpsert()) {
                 Sql upsert = upsertSql(dialect);
-                return guarded(connection, dialect, lease, upsert, insertParams(lease), true);
+                return guarded(connection, dialect, lease, upsert, insertParams(lease), true, true);
             }
             // Update, else insert, else (another writer inserted it meanwhile) update: each step guarded or keyed.
             return guardedUpdate(connection, dialect, lease)
@@ -428,19 +435,21 @@ public final class FencedWrite {
     }
 
     private Mono<Long> guardedUpdate(Connection connection, SqlDialect dialect, FencedLease lease) {
-        return guarded(connection, dialect, lease, updateSql(dialect), updateParams(lease), true);
+        return guarded(connection, dialect, lease, updateSql(dialect), updateParams(lease), true, false);
     }
 
     /**
      * Runs a guarded statement, which alone decides acceptance; when it writes nothing, explains why, and decides
-     * once more with the statement if the row changed in between ({@code again}).
+     * once more with the statement if the row changed in between ({@code again}). {@code locksLatest}: the statement
+     * judges the latest version of the row even under a snapshot (PostgreSQL's guarded upsert, which fails with
+     * {@code 40001} when the row changed after the snapshot), so a token its explanation reads is the stored one.
      */
     private Mono<Long> guarded(Connection connection, SqlDialect dialect, FencedLease lease, Sql sql, List<Sql.Param> params,
-            boolean again) {
+            boolean again, boolean locksLatest) {
         return Mono.defer(() -> Statements.rowsUpdated(sql.bind(connection.createStatement(sql.text()), params),
                         schemaDescription(dialect)))
                 .flatMap(rows -> rows > 0 ? Mono.just(rows) : explainRejection(connection, dialect, lease,
-                        again ? guarded(connection, dialect, lease, sql, params, false) : null));
+                        again ? guarded(connection, dialect, lease, sql, params, false, locksLatest) : null, locksLatest));
     }
 
     private Mono<Long> insert(Connection connection, SqlDialect dialect, FencedLease lease) {
@@ -451,7 +460,11 @@ public final class FencedWrite {
     }
 
     /**
-     * Nothing was written: read what the row holds to tell "stale" from "no such row". First with a plain read, which
+     * Nothing was written: read what the row holds to tell "stale" from "no such row". On PostgreSQL with the locking
+     * read {@code FOR KEY SHARE} alone, which does not make another transaction's {@code UPDATE} wait; at
+     * {@code REPEATABLE READ} and {@code SERIALIZABLE} it may return the snapshot's version, so a token it shows that
+     * the rule refuses is checked with {@link #latestUnderSnapshot}: stored, or the row changed since the snapshot
+     * ({@link FencedWriteConflictException#refusedUnderSnapshot}) ({@link SqlDialect#explainsWithPlainReadFirst}). On MariaDB first with a plain read, which
      * takes no lock: a token there that the rule refuses explains the refusal (the guarded statement decided; the row
      * as committed now holds that token or a newer one), and a refused writer then holds no lock on the row, so the
      * valid holder's next write does not wait for the refused writer's transaction to end. Only when the plain read
@@ -461,14 +474,19 @@ public final class FencedWrite {
      *
      * @param again the guarded statement, to decide once more when the row now holds what the rule accepts (it
      *     changed after the statement); {@code null} when that was the second time
+     * @param locksLatest whether the statement judged the latest version of the row (PostgreSQL's guarded upsert)
      */
-    private Mono<Long> explainRejection(Connection connection, SqlDialect dialect, FencedLease lease, @Nullable Mono<Long> again) {
+    private Mono<Long> explainRejection(Connection connection, SqlDialect dialect, FencedLease lease, @Nullable Mono<Long> again,
+            boolean locksLatest) {
+        if (!dialect.explainsWithPlainReadFirst()) {
+            return explainWithLockingRead(connection, dialect, lease, again, !locksLatest);
+        }
         Sql plain = selectStoredSql(dialect, false);
         return Statements.stored(plain.bind(connection.createStatement(plain.text()), keyParams()), schemaDescription(dialect))
                 .filter(stored -> stored.token() != null
                         && !rule.accepts(stored.token(), stored.owner(), lease.token(), lease.ownerId()))
                 .flatMap(stored -> Mono.<Long>error(rejection(lease, stored)))
-                .switchIfEmpty(Mono.defer(() -> explainWithLockingRead(connection, dialect, lease, again)));
+                .switchIfEmpty(Mono.defer(() -> explainWithLockingRead(connection, dialect, lease, again, false)));
     }
 
     private Throwable rejection(FencedLease lease, Statements.Stored stored) {
@@ -479,7 +497,7 @@ public final class FencedWrite {
 
     /** {@link #explainRejection}, once the plain read contradicted the refusal: the row as committed now decides. */
     private Mono<Long> explainWithLockingRead(Connection connection, SqlDialect dialect, FencedLease lease,
-            @Nullable Mono<Long> again) {
+            @Nullable Mono<Long> again, boolean mayReadSnapshot) {
         Sql select = selectStoredSql(dialect, true);
         return Statements.stored(select.bind(connection.createStatement(select.text()), keyParams()), schemaDescription(dialect))
                 .flatMap(stored -> {
@@ -496,11 +514,48 @@ public final class FencedWrite {
                         return again != null ? again
                                 : Mono.<Long>error(FencedWriteConflictException.changedDuringWrite(lease.name(), target()));
                     }
-                    return Mono.<Long>error(rejection(lease, stored));
+                    // PostgreSQL's FOR KEY SHARE returns the snapshot's version of a row changed (keys kept) since
+                    // the snapshot, without a serialization failure: at REPEATABLE READ or SERIALIZABLE the token read
+                    // may be older than the one stored. FOR SHARE tells (40001 when the row changed since), inside a
+                    // savepoint rolled back at once, which releases its lock.
+                    return !mayReadSnapshot ? Mono.<Long>error(rejection(lease, stored))
+                            : dialect.snapshotIsolation(connection)
+                                    .flatMap(level -> latestUnderSnapshot(connection, dialect)
+                                            .defaultIfEmpty(stored)
+                                            .onErrorMap(e -> "40001".equals(SqlErrors.conflictState(e)),
+                                                    e -> FencedWriteConflictException.refusedUnderSnapshot(lease.name(),
+                                                            target(), level))
+                                            .flatMap(latest -> Mono.<Long>error(rejection(lease, latest))))
+                                    .switchIfEmpty(Mono.error(() -> rejection(lease, stored)));
                 })
-                .switchIfEmpty(Mono.defer(() -> dialect.snapshotHidingRows(connection)
-                        .flatMap(level -> Mono.<Long>error(FencedWriteConflictException.rowHiddenBySnapshot(lease.name(), target(), level)))
+                .switchIfEmpty(Mono.defer(() -> dialect.snapshotIsolation(connection)
+                        .flatMap(level -> Mono.<Long>error(FencedRowNotFoundException.invisibleToSnapshot(lease.name(), target(), level)))
                         .switchIfEmpty(Mono.error(() -> FencedRowNotFoundException.of(lease.name(), target())))));
+    }
+
+    /**
+     * The row read with {@code FOR SHARE} inside a savepoint that is rolled back at once (PostgreSQL, at
+     * {@code REPEATABLE READ} or {@code SERIALIZABLE}): it fails to serialize ({@code 40001}) when the row changed
+     * after the transaction's snapshot, else it is the latest committed version. Rolling back to the savepoint
+     * releases the lock (and the error), so the valid holder's next write does not wait for this transaction; this
+     * read may wait for a valid holder's open write of the row.
+     */
+    private Mono<Statements.Stored> latestUnderSnapshot(Connection connection, SqlDialect dialect) {
+        Sql select = SqlCache.get(shape("STORED-SHARE", dialect), () -> {
+            Sql.Builder sql = new Sql.Builder(dialect).append("SELECT ").id(tokenColumn);
+            if (ownerColumn != null) {
+                sql.append(", ").id(ownerColumn);
+            }
+            return keyCondition(sql.append(" FROM ").id(table).append(" WHERE "), 0).append(" FOR SHARE").build();
+        });
+        Mono<Void> rollBack = Mono.defer(() -> Statements.rowsUpdated(
+                connection.createStatement("ROLLBACK TO SAVEPOINT fenced_explain"), schemaDescription(dialect)).then());
+        return Statements.rowsUpdated(connection.createStatement("SAVEPOINT fenced_explain"), schemaDescription(dialect))
+                .then(Statements.stored(select.bind(connection.createStatement(select.text()), keyParams()),
+                        schemaDescription(dialect)))
+                .flatMap(latest -> rollBack.thenReturn(latest))
+                .switchIfEmpty(rollBack.then(Mono.empty()))
+                .onErrorResume(e -> rollBack.then(Mono.error(e)));
     }
 
     /** The values of an update: the set values, the keys, the token and (if stored) the owner. */

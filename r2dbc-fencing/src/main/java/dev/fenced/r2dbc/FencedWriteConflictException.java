@@ -7,8 +7,7 @@ import org.jspecify.annotations.Nullable;
  * A fenced write (or fence advance, or lease check) could not be decided against a concurrent transaction: the
  * database aborted it with a serialization failure or a deadlock (SQLSTATE {@code 40001}, PostgreSQL's
  * {@code 40P01}), or, in auto-commit mode, the row changed again between the guarded statement and the locking read
- * that explains its refusal, or the guarded statement found no row where the transaction's snapshot may hide one
- * ({@link #rowHiddenBySnapshot}), or it waited for a row lock longer than the database allows
+ * that explains its refusal, or it waited for a row lock longer than the database allows
  * ({@link #lockWaitTimedOut}). It is never a success and never "row not found": nothing of the write was accepted.
  *
  * <p>Where it comes from: under {@code REPEATABLE READ} or {@code SERIALIZABLE} on PostgreSQL, a row that another
@@ -61,6 +60,24 @@ public final class FencedWriteConflictException extends FencedLockException {
     }
 
     /**
+     * The guarded statement refused the write at PostgreSQL's {@code REPEATABLE READ} or {@code SERIALIZABLE}, and
+     * the row changed after this transaction's snapshot: every read of the transaction shows an older version
+     * (PostgreSQL's {@code FOR KEY SHARE} returns it without a serialization failure when the change kept the key),
+     * so the token stored now cannot be read in it, and the lease is not told. The refusal is exact. Retry the
+     * whole transaction: a new snapshot reads the stored token, and the retry is refused as stale
+     * ({@link dev.fenced.lock.StaleFencingTokenException}) if a newer holder has written.
+     *
+     * @param lockName the lock whose lease made the write
+     * @param target what was to be written
+     * @param isolation the transaction's isolation level as the database names it, such as {@code repeatable read}
+     * @return a new exception
+     */
+    public static FencedWriteConflictException refusedUnderSnapshot(String lockName, String target, String isolation) {
+        return new FencedWriteConflictException(lockName, target, null, "the write was refused, and the row changed after "
+                + "this transaction's snapshot at " + isolation + ", so the token stored now cannot be read in it", null);
+    }
+
+    /**
      * A statement of the write waited for a row lock longer than the database allows (MariaDB's and MySQL's
      * {@code innodb_lock_wait_timeout}, error 1205; PostgreSQL's {@code lock_timeout}, SQLSTATE {@code 55P03}):
      * another transaction holds the row. The statement took no effect; MariaDB rolls back that statement only
@@ -80,22 +97,6 @@ public final class FencedWriteConflictException extends FencedLockException {
     }
 
     /**
-     * The guarded statement and the locking read found no row, but the transaction runs at {@code REPEATABLE READ} or
-     * higher on PostgreSQL, whose snapshot hides a row that another transaction (a newer holder) inserted after it
-     * began. Retrying the transaction decides it: a new snapshot sees such a row (the retry is refused as stale), or
-     * there is truly none ({@link FencedRowNotFoundException}). The lease is not told.
-     *
-     * @param lockName the lock whose lease made the write
-     * @param target what was to be written
-     * @param isolation the transaction's isolation level as the database names it, such as {@code repeatable read}
-     * @return a new exception
-     */
-    public static FencedWriteConflictException rowHiddenBySnapshot(String lockName, String target, String isolation) {
-        return new FencedWriteConflictException(lockName, target, null, "no row is visible, but at " + isolation
-                + " the transaction's snapshot may hide one committed after it began", null);
-    }
-
-    /**
      * What was to be written, such as {@code "invoices (id = 42)"} or {@code "fence fenced_fence (resource = …)"}.
      *
      * @return the target
@@ -106,7 +107,7 @@ public final class FencedWriteConflictException extends FencedLockException {
 
     /**
      * The database's SQLSTATE ({@code 40001} or {@code 40P01}; for a lock wait timeout {@code HY000} on MariaDB,
-     * {@code 55P03} on PostgreSQL), or {@code null} when the row changed during the write or may be hidden by the
+     * {@code 55P03} on PostgreSQL), or {@code null} when the row changed during the write or was refused under a
      * snapshot.
      *
      * @return the SQLSTATE

@@ -8,6 +8,7 @@ import java.util.function.Function;
 import org.jspecify.annotations.Nullable;
 import org.reactivestreams.Publisher;
 import org.springframework.r2dbc.connection.ConnectionFactoryUtils;
+import org.springframework.r2dbc.connection.ConnectionHolder;
 import org.springframework.r2dbc.connection.DelegatingConnectionFactory;
 import org.springframework.transaction.NoTransactionException;
 import org.springframework.transaction.reactive.TransactionContextManager;
@@ -45,7 +46,8 @@ final class SpringR2dbc {
      * other {@link DelegatingConnectionFactory}s, a pool's {@link Wrapped#unwrap()}) that the transaction knows, or
      * else a factory the transaction knows whose own chain of wrappers reaches {@code connectionFactory} (the
      * transaction manager built on a proxy or wrapper of the pool that the library is given). Spring looks the
-     * resource up by the exact factory only, so in either direction it would find none.
+     * resource up by the exact factory only, so in either direction it would find none. A bound connection in
+     * auto-commit mode is not a transaction to join ({@link #joinable}).
      */
     private static Mono<Optional<ConnectionFactory>> transactional(ConnectionFactory connectionFactory) {
         // The context itself, not TransactionSynchronizationManager: the reactive one cannot list its resources.
@@ -56,19 +58,40 @@ final class SpringR2dbc {
                     }
                     ConnectionFactory candidate = connectionFactory;
                     for (int depth = 0; candidate != null && depth < MAX_WRAPPERS; depth++) {
-                        if (tx.getResources().containsKey(candidate)) {
+                        if (joinable(tx.getResources().get(candidate))) {
                             return Optional.of(candidate);
                         }
                         candidate = wrapped(candidate);
                     }
                     for (Object key : tx.getResources().keySet()) {
-                        if (key instanceof ConnectionFactory bound && reaches(bound, connectionFactory)) {
+                        if (key instanceof ConnectionFactory bound && reaches(bound, connectionFactory)
+                                && joinable(tx.getResources().get(key))) {
                             return Optional.of(bound);
                         }
                     }
                     return Optional.<ConnectionFactory>empty();
                 })
                 .onErrorResume(NoTransactionException.class, e -> Mono.just(Optional.empty()));
+    }
+
+    /**
+     * Whether a resource bound to the transaction is a transaction to join. A {@code DatabaseClient} used on another
+     * factory inside a transaction binds that factory's connection to the same transaction context, in auto-commit
+     * mode: that is no transaction, so the library behaves there as outside a Spring transaction (its own transaction
+     * for {@code inTransaction}). A resource that is not Spring's {@link ConnectionHolder} is joined as before.
+     */
+    private static boolean joinable(@Nullable Object resource) {
+        if (resource == null) {
+            return false;
+        }
+        if (!(resource instanceof ConnectionHolder holder)) {
+            return true;
+        }
+        try {
+            return !holder.getConnection().isAutoCommit();
+        } catch (IllegalStateException released) {
+            return false; // the holder's connection was released: nothing bound to join
+        }
     }
 
     /** Whether {@code target} is on the chain of wrappers that starts at {@code factory}. */

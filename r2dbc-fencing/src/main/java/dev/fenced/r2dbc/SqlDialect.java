@@ -111,6 +111,22 @@ enum SqlDialect {
     }
 
     /**
+     * Whether a refusal is explained with a plain read first, the locking read only when the plain one contradicts
+     * the refusal. Not on PostgreSQL: its locking read {@code FOR KEY SHARE} does not make the valid holder's
+     * {@code UPDATE} wait, so it always explains with that; at {@code REPEATABLE READ} and {@code SERIALIZABLE} both
+     * reads may show the snapshot's version of a row changed since (without a serialization failure: the change kept
+     * the key), a refused token there possibly older than the stored one (150 while storage holds 200), so the
+     * write checks it there with {@code FOR SHARE} in a savepoint rolled back at once. On MariaDB, yes: its locking read {@code FOR UPDATE} would make the valid holder wait for a refused
+     * writer's transaction at {@code READ COMMITTED}, and the transaction's own isolation level cannot be learnt
+     * cheaply and without privileges ({@code @@tx_isolation} is the session's, not a {@code SET TRANSACTION}
+     * level). So under MariaDB's {@code REPEATABLE READ} the token reported, and the floor raised, may be a
+     * snapshot's, lower than the stored one; the refusal itself is exact (the guarded statement decided).
+     */
+    boolean explainsWithPlainReadFirst() {
+        return this != POSTGRESQL;
+    }
+
+    /**
      * The clause that makes a {@code SELECT} a locking read, which the explanation of a refused write needs when a
      * plain read contradicts the refusal: a plain read under InnoDB's {@code REPEATABLE READ} (MariaDB's default) sees
      * the transaction's snapshot, not the row the guarded statement judged, while a locking read sees the latest
@@ -128,33 +144,24 @@ enum SqlDialect {
     }
 
     /**
-     * The isolation level of the connection's transaction when its snapshot may hide a committed row from the
-     * locking read, so that "no row" is not the answer: PostgreSQL at {@code REPEATABLE READ} or {@code SERIALIZABLE}
-     * (a locking read does not see a row inserted after the snapshot), when a transaction that wrote has committed
-     * since the snapshot was taken (an in-progress one of the snapshot, or one begun after it, by
-     * {@code pg_xact_status}; asking takes this transaction's id, which it needs for any write anyway). Asked only
-     * on the rare path where a guarded statement and its locking read found no row. InnoDB's locking reads see the
-     * latest committed rows at every level, so on MariaDB it is always empty, with no round trip.
+     * The isolation level of the connection's transaction when its snapshot may hide a committed row even from the
+     * locking read: PostgreSQL at {@code REPEATABLE READ} or {@code SERIALIZABLE}, where no read of the transaction
+     * sees a row another transaction inserted after the snapshot. Whether such a row exists cannot be told from
+     * inside the transaction (transaction ids are server-wide, so "something committed since" says nothing about
+     * this row), so the caller reports the ambiguity. Asked only on the rare path where a guarded statement and its
+     * locking read found no row. InnoDB's locking reads see the latest committed rows at every level, so on MariaDB
+     * it is always empty, with no round trip.
      *
      * @param connection the connection
      * @return the level as the database names it ({@code repeatable read}, {@code serializable}), or empty
      */
-    Mono<String> snapshotHidingRows(Connection connection) {
+    Mono<String> snapshotIsolation(Connection connection) {
         if (this != POSTGRESQL || connection.isAutoCommit()) {
             return Mono.empty();
         }
         return firstValue(connection, "SELECT current_setting('transaction_isolation')")
-                .filter(level -> level.equals("repeatable read") || level.equals("serializable"))
-                .flatMap(level -> firstValue(connection, COMMITTED_SINCE_SNAPSHOT).filter(Boolean.TRUE.toString()::equals)
-                        .map(committed -> level));
+                .filter(level -> level.equals("repeatable read") || level.equals("serializable"));
     }
-
-    /** Whether a transaction that wrote committed after the current transaction's snapshot was taken (PostgreSQL 13+). */
-    private static final String COMMITTED_SINCE_SNAPSHOT = "SELECT EXISTS (SELECT 1 FROM "
-            + "(SELECT pg_current_snapshot() AS s, pg_current_xact_id() AS me) t, LATERAL ("
-            + "SELECT x FROM pg_snapshot_xip(t.s) AS x UNION ALL "
-            + "SELECT g::text::xid8 FROM generate_series(pg_snapshot_xmax(t.s)::text::bigint, t.me::text::bigint - 1) AS g"
-            + ") c (x) WHERE pg_xact_status(c.x) = 'committed')";
 
     private static Mono<String> firstValue(Connection connection, String sql) {
         return Flux.from(connection.createStatement(sql).execute())

@@ -27,7 +27,7 @@ import reactor.test.StepVerifier;
 abstract class FenceTableContract {
 
     final TestDatabase db;
-    private FenceTable fence;
+    FenceTable fence;
     private String ledger;
 
     FenceTableContract(TestDatabase db) {

@@ -2,6 +2,7 @@ package dev.fenced.r2dbc;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
+import dev.fenced.lock.StaleFencingTokenException;
 import dev.fenced.testservices.PostgresServer;
 import dev.fenced.testservices.PostgresServerExtension;
 import io.r2dbc.spi.Connection;
@@ -33,26 +34,130 @@ class FencedWriteIT extends FencedWriteContract {
         };
     }
 
+    private String invisible(String isolation) {
+        return "No row to update in " + table + " (id = 7) (write under lock 'invoice:7'): no row is visible to this "
+                + "transaction's snapshot; at " + isolation + " a row another transaction inserted after the snapshot "
+                + "is invisible too, so retry in a new transaction to tell";
+    }
+
+    private static String isolation(IsolationLevel level) {
+        return level == IsolationLevel.SERIALIZABLE ? "serializable" : "repeatable read";
+    }
+
     @ParameterizedTest
     @EnumSource(Write.class)
-    void aRowInsertedAfterTheSnapshotIsAConflictNotAMissingRow(Write kind) {
+    void aRowInsertedAfterTheSnapshotIsNotFoundWithTheAmbiguityStated(Write kind) {
         for (IsolationLevel level : new IsolationLevel[] {IsolationLevel.REPEATABLE_READ, IsolationLevel.SERIALIZABLE}) {
             db.execute("DELETE FROM " + table + " WHERE id = 7");
             TestLease stale = new TestLease("invoice:7", 100, "old");
             Connection transaction = db.readFirstIn(level, "SELECT count(*) FROM " + table);
             try {
                 db.execute("INSERT INTO " + table + " VALUES (7, 'NEWER', 1, 200, 'new')");
-                String isolation = level == IsolationLevel.SERIALIZABLE ? "serializable" : "repeatable read";
+                StepVerifier.create(write(kind, transaction, stale))
+                        .verifyErrorSatisfies(e -> assertThat(e).isExactlyInstanceOf(FencedRowNotFoundException.class)
+                                .hasMessage(invisible(isolation(level))));
+                assertThat(stale.reportedNewerToken).hasValue(-1);
+            } finally {
+                TestDatabase.rollBackAndClose(transaction);
+            }
+            // A new transaction tells: its snapshot sees the newer holder's row, and the write is refused as stale.
+            Connection retry = db.readFirstIn(level, "SELECT count(*) FROM " + table);
+            try {
+                StepVerifier.create(write(kind, retry, stale)).verifyError(StaleFencingTokenException.class);
+            } finally {
+                TestDatabase.rollBackAndClose(retry);
+            }
+        }
+    }
+
+    /**
+     * Transaction ids are server-wide: commits of unrelated transactions after the snapshot (another connection
+     * writing another table) say nothing about this row, so a truly missing row stays "not found", never a conflict
+     * that a caller retrying on conflict would retry forever on a busy server.
+     */
+    @ParameterizedTest
+    @EnumSource(Write.class)
+    void aMissingRowUnderUnrelatedCommitsIsNotFoundNeverAConflict(Write kind) {
+        db.execute("CREATE TABLE IF NOT EXISTS unrelated_load (n int)");
+        for (IsolationLevel level : new IsolationLevel[] {IsolationLevel.REPEATABLE_READ, IsolationLevel.SERIALIZABLE}) {
+            db.execute("DELETE FROM " + table + " WHERE id = 7");
+            TestLease lease = new TestLease("invoice:7", 100, "old");
+            Connection transaction = db.readFirstIn(level, "SELECT count(*) FROM " + table);
+            try {
+                for (int i = 0; i < 5; i++) {
+                    db.execute("INSERT INTO unrelated_load VALUES (" + i + ")");
+                }
+                StepVerifier.create(write(kind, transaction, lease))
+                        .verifyErrorSatisfies(e -> assertThat(e).isExactlyInstanceOf(FencedRowNotFoundException.class)
+                                .hasMessage(invisible(isolation(level))));
+            } finally {
+                TestDatabase.rollBackAndClose(transaction);
+            }
+        }
+    }
+
+    /**
+     * A refusal reports the stored token, not the snapshot's: the stale transaction's snapshot shows 150, a newer
+     * holder commits 200, the stale (100) write is refused. At {@code REPEATABLE READ} and {@code SERIALIZABLE} every
+     * read of the transaction, {@code FOR KEY SHARE} too, shows 150, so the refusal is the typed conflict (retry);
+     * never stale with 150, which the plain read reported before (the floor then raised to 150 while storage holds
+     * 200). At {@code READ COMMITTED}, stale with 200.
+     */
+    @ParameterizedTest
+    @EnumSource(Write.class)
+    void aRefusalUnderASnapshotReportsTheStoredTokenNotTheSnapshots(Write kind) {
+        for (IsolationLevel level : new IsolationLevel[] {IsolationLevel.READ_COMMITTED, IsolationLevel.REPEATABLE_READ,
+                IsolationLevel.SERIALIZABLE}) {
+            db.execute("DELETE FROM " + table + " WHERE id = 7", "INSERT INTO " + table + " VALUES (7, 'MIDDLE', 1, 150, 'mid')");
+            TestLease stale = new TestLease("invoice:7", 100, "old");
+            Connection transaction = db.readFirstIn(level, "SELECT count(*) FROM " + table);
+            try {
+                db.execute("UPDATE " + table + " SET status = 'NEWER', fencing_token = 200, fencing_owner = 'new' WHERE id = 7");
                 StepVerifier.create(write(kind, transaction, stale))
                         .verifyErrorSatisfies(e -> {
-                            assertThat(e).isInstanceOf(FencedWriteConflictException.class).hasMessage("The fenced write to "
-                                    + table + " (id = 7) under lock 'invoice:7' conflicted with a concurrent transaction (no "
-                                    + "row is visible, but at " + isolation + " the transaction's snapshot may hide one "
-                                    + "committed after it began); nothing of it was accepted: roll the transaction back "
-                                    + "and retry it");
-                            assertThat(((FencedWriteConflictException) e).sqlState()).isNull();
+                            if (level == IsolationLevel.READ_COMMITTED) {
+                                assertThat(e).isExactlyInstanceOf(StaleFencingTokenException.class);
+                                assertThat(((StaleFencingTokenException) e).storedToken()).isEqualTo(200);
+                                assertThat(stale.reportedNewerToken).hasValue(200);
+                            } else {
+                                // FOR KEY SHARE returns the snapshot's version (150) here, without a serialization failure.
+                                assertThat(e).as(level.asSql()).isExactlyInstanceOf(FencedWriteConflictException.class)
+                                        .hasMessage("The fenced write to " + table + " (id = 7) under lock 'invoice:7' "
+                                                + "conflicted with a concurrent transaction (the write was refused, and the row changed "
+                                                + "after this transaction's snapshot at " + isolation(level) + ", so the "
+                                                + "token stored now cannot be read in it); nothing of it was accepted: roll "
+                                                + "the transaction back and retry it");
+                                assertThat(((FencedWriteConflictException) e).sqlState()).isNull();
+                                assertThat(stale.reportedNewerToken).as(level.asSql()).hasValue(-1);
+                            }
                         });
-                assertThat(stale.reportedNewerToken).hasValue(-1);
+            } finally {
+                TestDatabase.rollBackAndClose(transaction);
+            }
+        }
+    }
+
+    /**
+     * At {@code REPEATABLE READ} and {@code SERIALIZABLE}, a refusal of a row unchanged since the snapshot is stale
+     * with the stored token (150, the lease told), and the check that tells it ({@code FOR SHARE} in a savepoint)
+     * leaves no lock that the valid holder's {@code UPDATE} would wait for while the refused transaction stays open:
+     * {@code FOR NO KEY UPDATE NOWAIT}, the lock of that {@code UPDATE}, is granted at once.
+     */
+    @ParameterizedTest
+    @EnumSource(Write.class)
+    void aRefusalOfAnUnchangedRowUnderASnapshotIsStaleAndLeavesNoLockTheValidHolderWaitsFor(Write kind) {
+        for (IsolationLevel level : new IsolationLevel[] {IsolationLevel.REPEATABLE_READ, IsolationLevel.SERIALIZABLE}) {
+            db.execute("DELETE FROM " + table + " WHERE id = 7", "INSERT INTO " + table + " VALUES (7, 'NEWER', 1, 150, 'mid')");
+            TestLease stale = new TestLease("invoice:7", 100, "old");
+            Connection transaction = db.readFirstIn(level, "SELECT count(*) FROM " + table);
+            try {
+                StepVerifier.create(write(kind, transaction, stale))
+                        .verifyErrorSatisfies(e -> {
+                            assertThat(e).as(level.asSql()).isExactlyInstanceOf(StaleFencingTokenException.class);
+                            assertThat(((StaleFencingTokenException) e).storedToken()).isEqualTo(150);
+                        });
+                assertThat(stale.reportedNewerToken).hasValue(150);
+                db.execute("SELECT id FROM " + table + " WHERE id = 7 FOR NO KEY UPDATE NOWAIT");
             } finally {
                 TestDatabase.rollBackAndClose(transaction);
             }

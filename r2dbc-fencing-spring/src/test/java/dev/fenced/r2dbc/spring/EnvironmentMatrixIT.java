@@ -33,6 +33,7 @@ import java.util.stream.Stream;
 import org.jspecify.annotations.Nullable;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.extension.ExtendWith;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.MethodSource;
@@ -257,6 +258,29 @@ class EnvironmentMatrixIT {
             // Reports name cells by index; the message names the environment.
             throw new AssertionError(cell + ": " + e.getMessage(), e);
         }
+    }
+
+    /**
+     * Inside a transaction on PostgreSQL, a {@code DatabaseClient} used on the MariaDB pool binds that pool's
+     * connection, in auto-commit mode, to the same transaction context: that is no transaction to join, so
+     * {@code inTransaction} on the MariaDB pool runs its work in a transaction of its own, which commits, and the
+     * PostgreSQL transaction's rollback does not undo it.
+     */
+    @Test
+    void anotherFactorysAutoCommitConnectionBoundToTheTransactionIsNoTransactionToJoin() {
+        long id = IDS.incrementAndGet();
+        ConnectionFactory pgPool = environments.pool(postgres, null);
+        ConnectionFactory mariaPool = environments.pool(mariaDb, null);
+        TestLease lease = new TestLease("envm-two-factories-" + id, STALE, "holder");
+        String insert = "INSERT INTO " + AUDIT + " (id, note) VALUES (" + id + ", 'work')";
+        Mono<Object> transaction = Environments.operator(pgPool, null).transactional(audit(pgPool, id, "pg")
+                .then(DatabaseClient.create(mariaPool).sql("SELECT 1").fetch().first())
+                .then(FENCE.inTransaction(mariaPool, lease, c -> statement(c, insert)).then())
+                .then(Mono.error(new IllegalStateException("the PostgreSQL transaction fails"))));
+        StepVerifier.create(transaction).verifyErrorSatisfies(e -> assertThat(e)
+                .isExactlyInstanceOf(IllegalStateException.class).hasMessage("the PostgreSQL transaction fails"));
+        assertThat(query(mariaPool, "SELECT count(*) FROM " + AUDIT + " WHERE id = " + id)).isEqualTo(1L);
+        assertThat(query(pgPool, "SELECT count(*) FROM " + AUDIT + " WHERE id = " + id)).isEqualTo(0L);
     }
 
     private static void replay(Cell cell) {
