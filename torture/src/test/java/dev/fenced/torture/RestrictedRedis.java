@@ -12,7 +12,6 @@ import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.UUID;
-import org.jspecify.annotations.Nullable;
 
 /**
  * The shared Redis, reached by every lock client of the run as a user that has exactly the ACL the README's "Redis
@@ -20,13 +19,14 @@ import org.jspecify.annotations.Nullable;
  * run's prefix starts so) and nothing more. The harness itself (holders, counters, clean-up) stays the default user.
  * The user is deleted on close. Thread-safe for one nemesis thread.
  */
-final class RestrictedRedis implements LockService {
+final class RestrictedRedis extends ForwardingLockService {
 
     private final RedisTopology redis;
     private final String user = "torture-acl-" + UUID.randomUUID();
     private final String password = UUID.randomUUID().toString();
 
     private RestrictedRedis(RedisTopology redis) {
+        super(redis);
         this.redis = redis;
     }
 
@@ -64,11 +64,6 @@ final class RestrictedRedis implements LockService {
         redis.onPrimary(c -> c.dispatch(CommandType.ACL, new NestedMultiOutput<>(StringCodec.UTF8), command));
     }
 
-    @Override
-    public TcpProxy clientProxy() {
-        return redis.clientProxy();
-    }
-
     /** The lock clients connect as the restricted user. */
     @Override
     public Locker.Endpoint endpoint(TcpProxy proxy) {
@@ -76,41 +71,11 @@ final class RestrictedRedis implements LockService {
     }
 
     @Override
-    public String acquireMarker() {
-        return redis.acquireMarker();
-    }
-
-    @Override
-    public @Nullable Holder holder(String lockId) {
-        return redis.holder(lockId);
-    }
-
-    @Override
-    public java.util.Map<String, Holder> heldLocks(String prefix) {
-        return redis.heldLocks(prefix);
-    }
-
-    @Override
-    public long counter(String lockId) {
-        return redis.counter(lockId);
-    }
-
-    @Override
-    public String ledgerUrl(String sharedDatabase) {
-        return redis.ledgerUrl(sharedDatabase);
-    }
-
-    @Override
-    public void removeRunState(String prefix) {
-        redis.removeRunState(prefix);
-    }
-
-    @Override
     public void close() {
         try {
             acl(List.of("DELUSER", user));
         } finally {
-            redis.close();
+            super.close();
         }
     }
 }
