@@ -62,6 +62,24 @@ public interface LockObserver {
     }
 
     /**
+     * A {@linkplain FencedLockClient#forceRelease(String, String) force-release} ended.
+     *
+     * @param name the lock name
+     * @param outcome whether a holder's lock was broken
+     * @param reason the reason given for it
+     */
+    default void forceReleased(String name, ForceReleaseResult.Outcome outcome, String reason) {
+    }
+
+    /**
+     * A {@linkplain FencedLockClient#locks(String) fleet view} was read to its end (not cancelled, not failed).
+     *
+     * @param count how many held locks it listed
+     */
+    default void fleetListed(long count) {
+    }
+
+    /**
      * Called once when the client is built, with a live count of the leases it holds.
      *
      * @param heldLeases the number of held leases, read when a gauge is sampled

@@ -194,9 +194,17 @@ class StoreEnvironmentsIT {
         FencedLease taken = next.get(BOUND.toMillis(), TimeUnit.MILLISECONDS);
         assertThat(taken.token()).isGreaterThan(held.token());
         StepVerifier.create(b.withLease("acl-scope", lease -> Mono.just(lease.token()))).expectNextCount(1).verifyComplete();
+        // The fleet view (SCAN and the inspect script) and force-release, with the README's permissions.
+        StepVerifier.create(a.locks("acl*").map(LockInfo::token)).expectNext(taken.token()).verifyComplete();
+        StepVerifier.create(a.lock("acl").map(LockInfo::token)).expectNext(taken.token()).verifyComplete();
         StepVerifier.create(taken.release()).expectNext(ReleaseOutcome.RELEASED).verifyComplete();
         assertThat(events.list).as("nothing refused (a refused SUBSCRIBE or INFO is a WARN line)")
                 .noneSatisfy(e -> assertThat(e.getLevel().isGreaterOrEqual(Level.WARN)).isTrue());
+        // Last: a force-release logs a WARN line of its own.
+        FencedLease toBreak = a.acquire("acl-broken").block(BOUND);
+        assertThat(toBreak).isNotNull();
+        StepVerifier.create(b.forceRelease("acl-broken", "ACL cell").map(ForceReleaseResult::token))
+                .expectNext(toBreak.token()).verifyComplete();
     }
 
     @ParameterizedTest(name = "{0}, contended hand-over")

@@ -69,6 +69,21 @@ class CountingLeaseStore implements LeaseStore {
     }
 
     @Override
+    public Flux<LockState> locks(NamePattern pattern) {
+        return delegate.locks(pattern);
+    }
+
+    @Override
+    public Mono<LockState> lock(String name) {
+        return delegate.lock(name);
+    }
+
+    @Override
+    public Mono<Broken> breakLock(String name) {
+        return delegate.breakLock(name);
+    }
+
+    @Override
     public Mono<Void> ping() {
         return delegate.ping();
     }
