@@ -23,6 +23,11 @@ import org.springframework.boot.context.properties.bind.DefaultValue;
  *     Sentinel)
  * @param clusterNodes nodes of a Redis Cluster ({@code host:port} or {@code redis://host:port})
  * @param keyPrefix the prefix of every key the client uses; clients that must exclude each other share it
+ * @param holderLabel the holder label stored with every grant, shown by the fleet view of every instance (the
+ *     {@code fencedlocks} endpoint): at most 200 characters, no control characters; absent means
+ *     {@code spring.application.name@host (pid N)}
+ * @param holderLabelEnabled whether grants store a holder label at all (one write per grant, none per renewal);
+ *     default {@code true}
  * @param leaseTime the default lease time
  * @param renewalPeriod how often held leases are renewed; absent means a third of the lease time
  * @param maxWait how long an acquire waits for a held lock
@@ -36,6 +41,8 @@ import org.springframework.boot.context.properties.bind.DefaultValue;
 public record FencedProperties(
         @Nullable String redisUri,
         @Nullable String keyPrefix,
+        @Nullable String holderLabel,
+        @DefaultValue("true") boolean holderLabelEnabled,
         @Nullable Duration leaseTime,
         @Nullable Duration renewalPeriod,
         @Nullable Duration maxWait,
