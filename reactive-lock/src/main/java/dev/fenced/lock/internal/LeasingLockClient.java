@@ -66,10 +66,21 @@ public final class LeasingLockClient implements FencedLockClient {
     }
 
     /** A grant becomes a held lease, renewed from now on. */
-    private HeldLease grant(String name, String owner, long token, long leaseNanos, long sentAt) {
+    private HeldLease grant(String name, String owner, long token, long leaseNanos, long capNanos, long sentAt,
+            long repliedAt) {
         long renewEvery = runtime.settings().renewEveryNanos(leaseNanos);
+        // With a hold cap shorter than the lease time, the store was asked for the cap (in whole ms) only.
+        long granted = capNanos > 0 && capNanos < leaseNanos
+                ? TimeUnit.MILLISECONDS.toNanos(TimeUnit.NANOSECONDS.toMillis(capNanos)) : leaseNanos;
+        long deadline = sentAt + granted - ClientSettings.driftNanos(granted);
         HeldLease lease = new HeldLease(runtime, renewer, registry, waiters, name, owner, token, leaseNanos, renewEvery,
-                sentAt + leaseNanos - ClientSettings.driftNanos(leaseNanos), sentAt + renewEvery);
+                capNanos > 0 && deadline - (sentAt + capNanos) > 0 ? sentAt + capNanos : deadline, sentAt + renewEvery,
+                repliedAt);
+        if (capNanos > 0) {
+            lease.capped = true;
+            lease.capAt = sentAt + capNanos;
+            lease.capLimited = granted < leaseNanos;
+        }
         Duration maxHold = runtime.settings().maxHold();
         if (maxHold != null) {
             lease.bounded = true;
@@ -128,6 +139,7 @@ public final class LeasingLockClient implements FencedLockClient {
             return Mono.error(new IllegalArgumentException(leaseProblem));
         }
         long leaseNanos = leaseTime.toNanos();
+        long capNanos = options.maxHold() != null ? options.maxHold().toNanos() : 0;
         return Mono.deferContextual(ctx -> {
             if (closed.get()) {
                 return Mono.error(LockClientClosedException.of(name));
@@ -141,8 +153,8 @@ public final class LeasingLockClient implements FencedLockClient {
             }
             // The application gets the lease's handle: collected, it releases the lease (LeaseHandle).
             Mono<FencedLease> acquire = (maxWait.isZero()
-                    ? attempts.run(name, leaseNanos).mapNotNull(AcquireAttempt.Result::lease)
-                    : AcquireWaiter.waitFor(runtime, waiters, attempts, name, leaseNanos, maxWait, settings.maxWaitersPerLock()))
+                    ? attempts.run(name, leaseNanos, capNanos).mapNotNull(AcquireAttempt.Result::lease)
+                    : AcquireWaiter.waitFor(runtime, waiters, attempts, name, leaseNanos, capNanos, maxWait, settings.maxWaitersPerLock()))
                     .map(HeldLease::handle);
             Scheduler emission = settings.emissionScheduler();
             return observed(name, emission == null ? acquire : acquire.publishOn(emission));

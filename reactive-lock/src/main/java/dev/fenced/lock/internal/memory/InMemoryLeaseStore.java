@@ -217,6 +217,17 @@ public final class InMemoryLeaseStore implements LeaseStore {
     }
 
     /**
+     * How long the lock has left before it expires, as Redis's {@code PTTL} reports it.
+     *
+     * @param name the lock name
+     * @return the remaining time, or empty when free
+     */
+    public synchronized Optional<Duration> remainingTime(String name) {
+        Held current = live(name);
+        return current == null ? Optional.empty() : Optional.of(Duration.ofNanos(current.expiresAt - now()));
+    }
+
+    /**
      * Makes the next acquire (of any lock) fail with {@code error}, without taking effect.
      *
      * @param error the error
