@@ -129,7 +129,8 @@ final class RegistryLock implements FencedDistributedLock {
 
     @Override
     public boolean tryLock(long time, TimeUnit unit) throws InterruptedException {
-        return tryLock(Duration.of(time, unit.toChronoUnit()), defaultLeaseTime, "tryLock(time, unit)");
+        // toNanos saturates, so a wait of Long.MAX_VALUE of any unit is the longest wait, not an overflow.
+        return tryLock(Duration.ofNanos(unit.toNanos(time)), defaultLeaseTime, "tryLock(time, unit)");
     }
 
     @Override
@@ -184,9 +185,9 @@ final class RegistryLock implements FencedDistributedLock {
             local.unlock();
             return;
         }
+        refuseNonBlockingThread("unlock()"); // before anything changes: the lock stays held
         FencedLease held = lease;
         try {
-            refuseNonBlockingThread("unlock()");
             if (held == null) {
                 return;
             }

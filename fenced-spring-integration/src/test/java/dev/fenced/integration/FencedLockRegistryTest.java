@@ -5,6 +5,7 @@ import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 import dev.fenced.lock.test.FencedLockTestKit;
 import java.time.Duration;
+import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
 import reactor.test.scheduler.VirtualTimeScheduler;
@@ -79,6 +80,13 @@ class FencedLockRegistryTest {
                 .hasMessage("leaseTime (PT3S) must be longer than the command timeout (PT5S): a lease that can run out "
                         + "before a reply arrives cannot be renewed");
         assertThat(lock.tryLock()).as("the refused call left the lock free in the process").isTrue();
+        lock.unlock();
+    }
+
+    @Test
+    void theLongestWaitOfAnyUnitIsAcceptedWithoutOverflow() throws InterruptedException {
+        FencedDistributedLock lock = FencedLockRegistry.of(kit.client()).obtain("forever");
+        assertThat(lock.tryLock(Long.MAX_VALUE, TimeUnit.DAYS)).isTrue();
         lock.unlock();
     }
 
