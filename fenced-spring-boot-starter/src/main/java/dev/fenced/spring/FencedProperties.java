@@ -30,6 +30,7 @@ import org.springframework.boot.context.properties.bind.DefaultValue;
  * @param commandTimeout how long one lock command may take; absent means the library's default (a third of the
  *     lease time, at most 5 s). {@code spring.data.redis.timeout} is not used: it is chosen for the application's
  *     own commands, and a lock command must time out well within the lease
+ * @param jobs settings of {@link FencedScheduled} jobs, under {@code fenced.jobs}
  */
 @ConfigurationProperties(prefix = "fenced")
 public record FencedProperties(
@@ -40,13 +41,23 @@ public record FencedProperties(
         @Nullable Duration maxWait,
         @Nullable List<String> clusterNodes,
         @DefaultValue ReplicaAcknowledgement replicaAcknowledgement,
-        @Nullable Duration commandTimeout) {
+        @Nullable Duration commandTimeout,
+        @DefaultValue Jobs jobs) {
 
     /** Fills in the library's defaults (FencedLockClientBuilder's), so that there is one place for them. */
     public FencedProperties {
         keyPrefix = keyPrefix != null ? keyPrefix : FencedLockClientBuilder.DEFAULT_KEY_PREFIX;
         leaseTime = leaseTime != null ? leaseTime : FencedLockClientBuilder.DEFAULT_LEASE_TIME;
         maxWait = maxWait != null ? maxWait : FencedLockClientBuilder.DEFAULT_MAX_WAIT;
+    }
+
+    /**
+     * Settings of {@link FencedScheduled} jobs, under {@code fenced.jobs}.
+     *
+     * @param namePrefix prepended to the name of every {@code @FencedScheduled} job to make its lock name (for
+     *     example {@code "job:"}); empty by default
+     */
+    public record Jobs(@DefaultValue("") String namePrefix) {
     }
 
     /**

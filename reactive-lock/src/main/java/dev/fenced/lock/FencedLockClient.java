@@ -125,6 +125,59 @@ public interface FencedLockClient extends AutoCloseable {
     <T> Flux<T> withLease(String name, AcquireOptions options, Function<? super FencedLease, ? extends Publisher<T>> work);
 
     /**
+     * Runs one tick of a job under its lock: skip if held (by default), hold at most lockAtMostFor, keep the lock
+     * at least lockAtLeastFor (see {@link FencedJob}).
+     *
+     * <p>Subscribing acquires {@code job.name()} with {@link FencedJob#acquireOptions()}, never reusing a lease of
+     * an enclosing scope (a tick inside a {@code withLease} of the same name is skipped, not nested), and skips at
+     * once if a tick of the same job is still running in this client (the second tick is skipped, not queued).
+     * With the lease, it calls {@code work} and subscribes to its publisher with the lease in the Reactor Context
+     * (so {@link FencedLease#current(String)} and fenced writes see it), and waits for it to complete. Then:
+     * <ul>
+     *   <li>the job completed: the lease is released, or with a lockAtLeastFor left to expire that long after the
+     *       grant ({@link FencedLease#releaseNoSoonerThan(Duration)}); {@link JobOutcome.Status#RAN};</li>
+     *   <li>the job failed (or {@code work} threw): the same release; {@link JobOutcome.Status#FAILED} with the
+     *       error;</li>
+     *   <li>the lease was lost: the job is cancelled; {@link JobOutcome.Status#LOST}, or
+     *       {@link JobOutcome.Status#CUT_OFF} when lockAtMostFor was reached (the lock is released there);</li>
+     *   <li>the lock is held: {@link JobOutcome.Status#SKIPPED}; the lock service could not be reached or the client
+     *       is closed: {@link JobOutcome.Status#UNAVAILABLE}, logged with the reason (at WARN; at DEBUG for a closed
+     *       client, as during shutdown).</li>
+     * </ul>
+     * The returned Mono never errors (only a {@code null} argument is an error), so a schedule built on it keeps
+     * running. Cancelling it cancels the job and releases the lease at once (no lockAtLeastFor tail: the job did
+     * not end). Closing the client while a job runs loses its lease ({@link LossReason#CLIENT_CLOSED}): the job is
+     * cancelled and the lease released. Each tick is reported to the client's {@link LockObserver#jobStarted}. The
+     * job runs on the thread that emitted the lease (the driver's I/O thread or the client's emission scheduler):
+     * blocking work must move itself off it ({@code subscribeOn(Schedulers.boundedElastic())}).
+     *
+     * <p>This default implementation runs the job through this client's public API, without observing it and
+     * without the check for a tick still running; the clients of {@link #builder()} do both.
+     *
+     * @param job the job
+     * @param work makes the job's publisher; called once per tick, after the lock was taken
+     * @return the tick's outcome
+     */
+    default Mono<JobOutcome> runJob(FencedJob job, java.util.function.Supplier<? extends Publisher<?>> work) {
+        return dev.fenced.lock.internal.JobRunner.standalone(this).run(job, work);
+    }
+
+    /**
+     * Runs one tick of a job whose work is a cold publisher (a {@code Mono} or {@code Flux} subscribed once per tick),
+     * as {@link #runJob(FencedJob, java.util.function.Supplier)} does.
+     *
+     * @param job the job
+     * @param work the job's publisher, subscribed after the lock was taken
+     * @return the tick's outcome
+     */
+    default Mono<JobOutcome> runJob(FencedJob job, Publisher<?> work) {
+        if (work == null) {
+            return Mono.error(new NullPointerException("work must not be null"));
+        }
+        return runJob(job, () -> work);
+    }
+
+    /**
      * Sends one round trip to the lock service ({@code PING} on the lock connection), for health checks.
      *
      * @return the round-trip time; {@link LockServiceException} if the service cannot be reached within the

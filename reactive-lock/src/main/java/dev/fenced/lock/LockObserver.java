@@ -69,6 +69,17 @@ public interface LockObserver {
     default void heldLeases(IntSupplier heldLeases) {
     }
 
+    /**
+     * A tick of a job started ({@link FencedLockClient#runJob(FencedJob, java.util.function.Supplier)}), before its
+     * acquire.
+     *
+     * @param job the job's name
+     * @return the handle told how the tick ended
+     */
+    default JobObservation jobStarted(String job) {
+        return JobObservation.NONE;
+    }
+
     /** How an acquire ended. */
     enum AcquireOutcome {
         /** A lease was emitted. */
@@ -81,6 +92,22 @@ public interface LockObserver {
         FAILED,
         /** The subscriber cancelled before an outcome. */
         CANCELLED
+    }
+
+    /** The end of one observed tick of a job. */
+    @FunctionalInterface
+    interface JobObservation {
+
+        /** A handle that records nothing. */
+        JobObservation NONE = outcome -> {
+        };
+
+        /**
+         * The tick ended (a cancelled tick is not reported).
+         *
+         * @param outcome how
+         */
+        void ended(JobOutcome outcome);
     }
 
     /** The end of one observed acquire. */

@@ -352,6 +352,47 @@ class StoreEnvironmentsIT {
         assertThat(next.token()).isGreaterThan(lease.token());
     }
 
+    @ParameterizedTest(name = "{0}, a job on two instances")
+    @MethodSource("stores")
+    void aJobOnTwoInstancesRunsOnOneAndKeepsItsLockAtLeastForByTheStoresClock(Store store) {
+        Cell cell = cell(store);
+        FencedLockClient one = client(cell, FencedLockClient.builder().leaseTime(Duration.ofSeconds(3)));
+        FencedLockClient two = client(cell, FencedLockClient.builder().leaseTime(Duration.ofSeconds(3)));
+        FencedJob job = FencedJob.of("report", Duration.ofSeconds(20)).withLockAtLeastFor(Duration.ofSeconds(3));
+        List<Long> tokensSeen = Collections.synchronizedList(new ArrayList<>());
+        Mono<Void> work = FencedLease.current("report").doOnNext(lease -> tokensSeen.add(lease.token()))
+                .then(Mono.delay(Duration.ofMillis(300))).then();
+
+        List<JobOutcome> outcomes = Flux.merge(one.runJob(job, work), two.runJob(job, work)).collectList().block(BOUND);
+
+        assertThat(outcomes).extracting(JobOutcome::status)
+                .containsExactlyInAnyOrder(JobOutcome.Status.RAN, JobOutcome.Status.SKIPPED);
+        JobOutcome ran = outcomes.stream().filter(JobOutcome::ran).findFirst().orElseThrow();
+        assertThat(tokensSeen).as("the job saw its lease in the Context").containsExactly(ran.token());
+        String lockId = cell.prefix + "{report}";
+        assertThat(cell.env.remainingMillis(lockId)).as("the tail is the store's expiry").isPositive()
+                .isLessThanOrEqualTo(3_100);
+        assertThat(one.heldLeases() + two.heldLeases()).isZero();
+        assertThat(one.runJob(job, work).block(BOUND).status()).as("skipped during the tail").isEqualTo(JobOutcome.Status.SKIPPED);
+    }
+
+    @ParameterizedTest(name = "{0}, a job cut off at lockAtMostFor")
+    @MethodSource("stores")
+    void aJobThatOverrunsLockAtMostForIsCancelledAndItsLockFreed(Store store) throws InterruptedException {
+        Cell cell = cell(store);
+        FencedLockClient one = client(cell, FencedLockClient.builder().leaseTime(Duration.ofSeconds(3)));
+        FencedLockClient two = client(cell, FencedLockClient.builder().leaseTime(Duration.ofSeconds(3)));
+        FencedJob job = FencedJob.of("overrun", Duration.ofMillis(1_500));
+        CompletableFuture<Boolean> cancelled = new CompletableFuture<>();
+
+        JobOutcome outcome = one.runJob(job, Mono.never().doOnCancel(() -> cancelled.complete(true))).block(BOUND);
+
+        assertThat(outcome.status()).isEqualTo(JobOutcome.Status.CUT_OFF);
+        assertThat(cancelled).isCompletedWithValue(true);
+        await("the lock is freed", () -> !cell.env.holds(cell.prefix + "{overrun}"));
+        assertThat(two.runJob(job, Mono.empty()).block(BOUND).status()).isEqualTo(JobOutcome.Status.RAN);
+    }
+
     @ParameterizedTest(name = "{0}, Hooks.resetOnNextDropped() before the client is built")
     @MethodSource("stores")
     void aLeaseDroppedAfterOtherCodeResetReactorsHookIsStillReleased(Store store) throws InterruptedException {

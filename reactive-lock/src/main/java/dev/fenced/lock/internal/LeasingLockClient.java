@@ -53,6 +53,7 @@ public final class LeasingLockClient implements FencedLockClient {
     private final AtomicBoolean closed = new AtomicBoolean();
     private final Mono<Void> closeResult;
     private final Disposable serverChanges;
+    private final JobRunner jobs;
 
     private LeasingLockClient(LeaseStore store, ClientSettings settings) {
         this.runtime = LeaseRuntime.of(settings, store);
@@ -63,6 +64,7 @@ public final class LeasingLockClient implements FencedLockClient {
         this.closeResult = Mono.defer(this::doClose).cache();
         settings.observer().heldLeases(renewer::count);
         this.serverChanges = store.serverChanges().subscribe(change -> loseAll());
+        this.jobs = new JobRunner(this, settings.observer(), runtime::now, this::ownedByThisClient, true);
     }
 
     /** A grant becomes a held lease, renewed from now on. */
@@ -259,6 +261,11 @@ public final class LeasingLockClient implements FencedLockClient {
                         return e == null ? Mono.empty() : Mono.error(e);
                     }));
         });
+    }
+
+    @Override
+    public Mono<dev.fenced.lock.JobOutcome> runJob(dev.fenced.lock.FencedJob job, java.util.function.Supplier<? extends Publisher<?>> work) {
+        return jobs.run(job, work);
     }
 
     /**

@@ -28,7 +28,9 @@ import org.jspecify.annotations.Nullable;
  *   <tr><td>{@code fenced.lock.renewals}</td><td>counter (leases renewed)</td><td></td></tr>
  *   <tr><td>{@code fenced.lock.renewal.failures}</td><td>counter (leases whose renewal failed)</td><td></td></tr>
  *   <tr><td>{@code fenced.lock.lost}</td><td>counter</td><td>{@code reason}: expired, not_held,
- *       client_closed, superseded</td></tr>
+ *       client_closed, superseded, server_changed, scheduler_rejected, max_hold_reached</td></tr>
+ *   <tr><td>{@code fenced.job}</td><td>timer (one per tick of a job, acquire to release)</td><td>{@code job}: the
+ *       job's name; {@code outcome}: ran, skipped, failed, lost, cut_off, unavailable</td></tr>
  *   <tr><td>{@code fenced.lock.write.rejected}</td><td>counter (stale-token rejections)</td><td></td></tr>
  * </table>
  *
@@ -36,7 +38,9 @@ import org.jspecify.annotations.Nullable;
  * adds a {@code lock} tag computed from the name (for example its prefix before {@code ':'}); keep its
  * values few. With an {@link ObservationRegistry}, every acquire is also an observation
  * {@code fenced.lock.acquire} (low-cardinality key {@code outcome}; the lock name as a high-cardinality key
- * {@code fenced.lock.name}), so traces show acquires.
+ * {@code fenced.lock.name}), so traces show acquires, and every tick of a job an observation {@code fenced.job}
+ * (low-cardinality keys {@code job} and {@code outcome}). Job names are few and fixed in code, so they tag
+ * meters as they are.
  *
  * <p>Thread-safe.
  */
@@ -80,6 +84,25 @@ public final class MicrometerLockObserver implements LockObserver {
             if (error != null) {
                 observation.error(error);
             }
+            observation.stop();
+        };
+    }
+
+    @Override
+    public JobObservation jobStarted(String job) {
+        Timer.Sample sample = Timer.start(registry);
+        Observation observation = Observation.createNotStarted("fenced.job", observations)
+                .contextualName("fenced job " + job)
+                .lowCardinalityKeyValue(KeyValue.of("job", job))
+                .start();
+        return outcome -> {
+            String value = outcome.status().name().toLowerCase(Locale.ROOT);
+            sample.stop(Timer.builder("fenced.job")
+                    .description("Ticks of fenced jobs, by outcome")
+                    .tag("job", job).tag("outcome", value)
+                    .register(registry));
+            observation.lowCardinalityKeyValue("outcome", value);
+            outcome.error().ifPresent(observation::error);
             observation.stop();
         };
     }

@@ -103,4 +103,22 @@ class MicrometerLockObserverTest {
                 .hasLowCardinalityKeyValue("outcome", "acquired")
                 .hasHighCardinalityKeyValue("fenced.lock.name", "invoice:1");
     }
+
+    @Test
+    void jobTicksAreTimedByJobAndOutcomeAndObserved() {
+        dev.fenced.lock.FencedJob job = dev.fenced.lock.FencedJob.of("report:daily", Duration.ofSeconds(30));
+        client.runJob(job, reactor.core.publisher.Mono.just(1)).block();
+        FencedLease held = client.acquire("report:daily").block();
+        client.runJob(job, reactor.core.publisher.Mono.just(1)).block();
+        held.release().block();
+        client.runJob(job, reactor.core.publisher.Mono.error(new IllegalStateException("boom"))).block();
+
+        for (String outcome : new String[] {"ran", "skipped", "failed"}) {
+            var timer = meters.find("fenced.job").tag("job", "report:daily").tag("outcome", outcome).timer();
+            assertThat(timer).as(outcome).isNotNull();
+            assertThat(timer.count()).as(outcome).isEqualTo(1);
+        }
+        assertThat(observations).hasObservationWithNameEqualTo("fenced.job").that()
+                .hasLowCardinalityKeyValue("job", "report:daily");
+    }
 }
