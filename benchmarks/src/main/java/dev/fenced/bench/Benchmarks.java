@@ -238,15 +238,16 @@ public final class Benchmarks {
     }
 
     /**
-     * Ticks of a scheduled job through ShedLock's executor, Fenced's provider against ShedLock's Redis provider on
-     * the same Redis, interleaved as the pairs are (each round starts with the other lock). Returns each lock's
-     * median round, Fenced first.
+     * Ticks of a scheduled job: Fenced's job API, and ShedLock's executor over Fenced's provider and over
+     * ShedLock's Redis provider, on the same Redis, interleaved as the pairs are (each round starts with another
+     * lock). Returns each lock's median round, ShedLock's last.
      */
     private static List<Workloads.Ticks> scheduledJobTicks(String uri, String prefix, Mode mode, RedisStats stats) {
-        try (ScheduledJobLock fenced = ScheduledJobLock.fenced(uri, prefix + "jf:");
+        try (ScheduledJobLock job = ScheduledJobLock.fencedJob(uri, prefix + "jj:");
+                ScheduledJobLock fenced = ScheduledJobLock.fenced(uri, prefix + "jf:");
                 ScheduledJobLock shedLock = ScheduledJobLock.shedLock(uri, prefix + "js:")) {
-            List<ScheduledJobLock> locks = List.of(fenced, shedLock);
-            List<List<Workloads.Ticks>> rounds = List.of(new ArrayList<>(), new ArrayList<>());
+            List<ScheduledJobLock> locks = List.of(job, fenced, shedLock);
+            List<List<Workloads.Ticks>> rounds = List.of(new ArrayList<>(), new ArrayList<>(), new ArrayList<>());
             for (int round = 0; round < mode.warmups + mode.rounds; round++) {
                 for (int k = 0; k < locks.size(); k++) {
                     int which = (round + k) % locks.size();

@@ -74,7 +74,7 @@ final class Report {
         contended.add(value);
     }
 
-    /** The scheduled-job ticks, Fenced first. */
+    /** The scheduled-job ticks, ShedLock's own provider last. */
     void ticks(List<Workloads.Ticks> values) {
         ticks.addAll(values);
     }
@@ -101,9 +101,10 @@ final class Report {
         out.append("- Redisson 3.52.0 with default settings (connection pool, threads), locks with the watchdog "
                 + "(timeout 30 s, renewal 10 s), one owner id per acquisition\n");
         if (!ticks.isEmpty()) {
-            out.append("- Scheduled-job ticks: ShedLock's DefaultLockingTaskExecutor over Fenced's FencedLockProvider (default "
-                    + "client settings) and over ShedLock's RedisLockProvider (Spring Data Redis, Lettuce connection factory, "
-                    + "defaults: SET NX PX to lock, DEL to unlock), lock at most for 30 s, at least for 0\n");
+            out.append("- Scheduled-job ticks: Fenced's runJob, and ShedLock's DefaultLockingTaskExecutor over Fenced's "
+                    + "FencedLockProvider and over ShedLock's RedisLockProvider 7.10.1 (Spring Data Redis, Lettuce connection "
+                    + "factory, defaults: SET NX PX to lock, DEL to unlock); Fenced with default client settings; lock at most "
+                    + "for 30 s, at least for 0\n");
         }
         if (storage != null) {
             out.append("- PostgreSQL ").append(storage.database()).append(", R2DBC pool of ").append(BenchPostgres.POOL_SIZE)
@@ -232,7 +233,7 @@ final class Report {
         if (ticks.isEmpty()) {
             return;
         }
-        out.append("\n## Scheduled-job ticks: ShedLock's LockingTaskExecutor, one job, one tick after another\n\n");
+        out.append("\n## Scheduled-job ticks: one job, one tick after another\n\n");
         out.append("| lock | ticks | ticks/s | µs per tick | p50 µs | p99 µs | requests per tick | commands per tick "
                 + "(incl. inside scripts) |\n");
         out.append("|---|---:|---:|---:|---:|---:|---:|---:|\n");
@@ -240,12 +241,14 @@ final class Report {
             out.append(String.format(Locale.ROOT, "| %s | %d | %.0f | %.0f | %.0f | %.0f | %.2f | %.2f |%n", t.lock(), t.ticks(),
                     t.ticksPerSecond(), t.meanMicros(), t.p50Micros(), t.p99Micros(), t.requestsPerTick(), t.commandsPerTick()));
         }
-        Workloads.Ticks fenced = ticks.get(0);
-        for (Workloads.Ticks peer : ticks.subList(1, ticks.size())) {
-            out.append(String.format(Locale.ROOT, "%nFenced / %s time per tick: **%.2f**; requests per tick: **%.2f**; "
-                    + "commands per tick: **%.2f**%n", peer.lock(), fenced.meanMicros() / peer.meanMicros(),
-                    fenced.requestsPerTick() / peer.requestsPerTick(), fenced.commandsPerTick() / peer.commandsPerTick()));
+        Workloads.Ticks shedLock = ticks.get(ticks.size() - 1);
+        List<String> ratios = new ArrayList<>();
+        for (Workloads.Ticks fenced : ticks.subList(0, ticks.size() - 1)) {
+            ratios.add(format("%s / %s time per tick: **%.2f**; requests per tick: **%.2f**; commands per tick: **%.2f**",
+                    fenced.lock(), shedLock.lock(), fenced.meanMicros() / shedLock.meanMicros(),
+                    fenced.requestsPerTick() / shedLock.requestsPerTick(), fenced.commandsPerTick() / shedLock.commandsPerTick()));
         }
+        out.append('\n').append(String.join("\n\n", ratios)).append('\n');
     }
 
     private void renderHeld(StringBuilder out) {
