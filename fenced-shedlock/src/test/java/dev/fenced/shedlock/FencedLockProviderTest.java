@@ -16,6 +16,7 @@ import net.javacrumbs.shedlock.core.LockConfiguration;
 import net.javacrumbs.shedlock.core.LockExtender;
 import net.javacrumbs.shedlock.core.LockingTaskExecutor.TaskResult;
 import net.javacrumbs.shedlock.core.SimpleLock;
+import net.javacrumbs.shedlock.support.LockException;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
 import reactor.core.publisher.Mono;
@@ -256,6 +257,32 @@ class FencedLockProviderTest {
                                 + "the non-blocking thread parallel-")
                         .hasMessageEndingWith("; run ShedLock jobs on a scheduler thread or Schedulers.boundedElastic()"));
         assertThat(kit.issuedTokens("event-loop")).isEmpty();
+    }
+
+    @Test
+    void anInterruptWhileLockingCancelsTheAttemptAndRestoresTheFlag() throws Exception {
+        kit.hangNextAcquire();
+        AtomicReference<Throwable> thrown = new AtomicReference<>();
+        AtomicReference<Boolean> flag = new AtomicReference<>();
+        Thread locker = new Thread(() -> {
+            try {
+                provider.lock(config("hung", Duration.ofMinutes(5), Duration.ZERO));
+            } catch (Throwable e) {
+                thrown.set(e);
+                flag.set(Thread.currentThread().isInterrupted());
+            }
+        });
+        locker.start();
+        while (locker.isAlive() && locker.getState() != Thread.State.WAITING) {
+            Thread.onSpinWait();
+        }
+        locker.interrupt();
+        locker.join(10_000);
+        assertThat(thrown.get()).isInstanceOf(LockException.class).hasMessage("Interrupted during lock of lock 'hung'")
+                .hasCauseInstanceOf(InterruptedException.class);
+        assertThat(flag.get()).isTrue();
+        assertThat(kit.heldLeases()).isEmpty();
+        assertThat(free("hung")).as("the cancelled attempt left nothing held").isTrue();
     }
 
     @Test

@@ -143,10 +143,10 @@ abstract class LockProviderContract {
         FencedLockProvider mine = instance();
         FencedLockProvider theirs = instance();
         assertThat(free(mine, "warm-up")).isTrue(); // the first command of a client also opens its connections
-        FencedSimpleLock held = lock(mine, "extended", Duration.ofMillis(1500), Duration.ZERO);
+        FencedSimpleLock held = lock(mine, "extended", Duration.ofSeconds(3), Duration.ZERO);
         SimpleLock extended = held.extend(Duration.ofSeconds(30), Duration.ZERO).orElseThrow();
         assertThatThrownBy(held::unlock).isInstanceOf(IllegalStateException.class);
-        LockSupport.parkNanos(Duration.ofMillis(2000).toNanos()); // past the first lockAtMostFor
+        LockSupport.parkNanos(Duration.ofSeconds(4).toNanos()); // past the first lockAtMostFor
         assertThat(held.lease().isHeld()).isTrue();
         assertThat(free(theirs, "extended")).isFalse();
         extended.unlock();
