@@ -48,7 +48,8 @@ import org.springframework.integration.support.locks.RenewableLockRegistry;
  *       {@code tryLock(time, unit)} waits at most that long (in the process and on the lock service together)
  *       and ends on an interrupt. An interrupted or timed-out wait leaves nothing held: an attempt already sent
  *       is undone by the client. A lock service that cannot be reached fails the lock with
- *       {@code CannotAcquireLockException}, as Spring Integration's registries do.</li>
+ *       {@code CannotAcquireLockException}, as Spring Integration's registries do; a ttl the client refuses (out of
+ *       range, or too short for its command timeout) fails with the client's {@link IllegalArgumentException}.</li>
  *   <li>{@code unlock()} by a thread that does not hold the lock throws {@link IllegalStateException}. When the
  *       lease was lost while held (it expired, the service lost it, or it was superseded), {@code unlock()}
  *       frees the lock in this process and throws {@link java.util.ConcurrentModificationException}, as
