@@ -83,7 +83,7 @@ public final class JobRunner {
         }
         String name = job.name();
         return Mono.deferContextual(ctx -> {
-            LockObserver.JobObservation observation = observer.jobStarted(name);
+            LockObserver.JobObservation observation = once(observer.jobStarted(name));
             FencedLease enclosing = LeaseContext.find(ctx, name);
             if (enclosing != null && nests.test(enclosing)) {
                 // An acquire would reuse the caller's lease: a job never nests, it is skipped.
@@ -97,9 +97,33 @@ public final class JobRunner {
                     .flatMap(lease -> execute(job, lease, work))
                     .switchIfEmpty(Mono.fromSupplier(() -> JobOutcome.skipped(name, "the lock is held elsewhere")))
                     .onErrorResume(e -> Mono.just(notRun(job, e)))
-                    .map(outcome -> ended(observation, outcome));
+                    .map(outcome -> ended(observation, outcome))
+                    .doOnCancel(observation::cancelled);
             return ticks == null ? tick : tick.doFinally(signal -> ticks.remove(name));
         });
+    }
+
+    /** The observation told of the tick's end once: an outcome, or a cancel before it, never both. */
+    private static LockObserver.JobObservation once(LockObserver.JobObservation observation) {
+        if (observation == LockObserver.JobObservation.NONE) {
+            return observation;
+        }
+        java.util.concurrent.atomic.AtomicBoolean told = new java.util.concurrent.atomic.AtomicBoolean();
+        return new LockObserver.JobObservation() {
+            @Override
+            public void ended(JobOutcome outcome) {
+                if (told.compareAndSet(false, true)) {
+                    observation.ended(outcome);
+                }
+            }
+
+            @Override
+            public void cancelled() {
+                if (told.compareAndSet(false, true)) {
+                    observation.cancelled();
+                }
+            }
+        };
     }
 
     private static JobOutcome notRun(FencedJob job, Throwable error) {

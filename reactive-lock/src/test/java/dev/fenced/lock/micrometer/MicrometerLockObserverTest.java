@@ -118,6 +118,10 @@ class MicrometerLockObserverTest {
             assertThat(timer).as(outcome).isNotNull();
             assertThat(timer.count()).as(outcome).isEqualTo(1);
         }
+        client.runJob(job, reactor.core.publisher.Mono.never()).subscribe().dispose();
+        var cancelled = meters.find("fenced.job").tag("job", "report:daily").tag("outcome", "cancelled").timer();
+        assertThat(cancelled).isNotNull();
+        assertThat(cancelled.count()).isEqualTo(1);
         assertThat(observations).hasObservationWithNameEqualTo("fenced.job").that()
                 .hasLowCardinalityKeyValue("job", "report:daily");
     }
