@@ -41,6 +41,7 @@ final class Report {
     private final List<Workloads.Held> held = new ArrayList<>();
     private final List<Workloads.Ticks> ticks = new ArrayList<>();
     private @org.jspecify.annotations.Nullable Storage storage;
+    private final List<Workloads.Fleet> fleet = new ArrayList<>();
 
     Report(String mode, String redisUri, Duration heldLeaseTime) {
         this.mode = mode;
@@ -83,6 +84,10 @@ final class Report {
         held.add(value);
     }
 
+    void fleet(Workloads.Fleet value) {
+        fleet.add(value);
+    }
+
     void storage(Storage value) {
         this.storage = value;
     }
@@ -123,6 +128,7 @@ final class Report {
         renderTicks(out);
         renderHeld(out);
         renderStorage(out);
+        renderFleet(out);
         renderTargets(out);
         return out.toString();
     }
@@ -280,6 +286,18 @@ final class Report {
         }
         out.append(String.format(Locale.ROOT, "%nFenced UPDATE / plain UPDATE: **%.2f**; locked batch / unlocked batch: **%.2f**%n",
                 s.fenced().perSecond() / s.plain().perSecond(), s.lockedBatch().perSecond() / s.unlockedBatch().perSecond()));
+    }
+
+    private void renderFleet(StringBuilder out) {
+        if (fleet.isEmpty()) {
+            return;
+        }
+        out.append("\n## Fleet view: listing every held lock under one prefix\n\n");
+        out.append("| store | locks held | ms to list them all | ms per 10,000 locks |\n|---|---:|---:|---:|\n");
+        for (Workloads.Fleet f : fleet) {
+            out.append(String.format(Locale.ROOT, "| %s | %d | %.0f | %.1f |%n", f.store(), f.locks(), f.totalMillis(),
+                    f.millisPer10k()));
+        }
     }
 
     private void renderTargets(StringBuilder out) {

@@ -184,4 +184,43 @@ final class Workloads {
             throw new IllegalStateException(e);
         }
     }
+
+    /**
+     * The fleet view: the time to list every lock held under one prefix, through another client (an operator's),
+     * once the holder holds {@code locks} of them (acquired first, kept reachable, released at the end).
+     *
+     * @param store where the locks are, for the report
+     * @param locks how many locks are held
+     * @param totalMillis the median time to list them all, in milliseconds
+     * @param millisPer10k the same per 10,000 locks
+     */
+    record Fleet(String store, int locks, double totalMillis, double millisPer10k) {
+    }
+
+    static Fleet fleet(String store, dev.fenced.lock.FencedLockClient holder, dev.fenced.lock.FencedLockClient viewer,
+            int locks, int warmups, int rounds) {
+        java.util.List<dev.fenced.lock.FencedLease> held = Flux.range(0, locks)
+                .flatMap(i -> holder.tryAcquire("fleet-" + i), 128)
+                .collectList()
+                .block(Duration.ofMinutes(20));
+        if (held == null || held.size() != locks) {
+            throw BenchmarkException.tooFewLeases("Fenced fleet view on " + store, locks, held == null ? 0 : held.size());
+        }
+        java.util.List<Double> times = new java.util.ArrayList<>();
+        for (int round = 0; round < warmups + rounds; round++) {
+            long start = System.nanoTime();
+            Long listed = viewer.locks("fleet-*").count().block(Duration.ofMinutes(10));
+            double millis = (System.nanoTime() - start) / 1e6;
+            if (listed == null || listed != locks) {
+                throw BenchmarkException.listedWrongly(store, locks, listed == null ? 0 : listed);
+            }
+            if (round >= warmups) {
+                times.add(millis);
+            }
+        }
+        Flux.fromIterable(held).flatMap(dev.fenced.lock.FencedLease::release, 256).then().block(Duration.ofMinutes(20));
+        java.util.Collections.sort(times);
+        double median = times.get(times.size() / 2);
+        return new Fleet(store, locks, median, median * 10_000 / locks);
+    }
 }

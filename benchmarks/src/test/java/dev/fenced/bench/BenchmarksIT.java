@@ -63,6 +63,11 @@ class BenchmarksIT {
             assertThat(report.lines().filter(l -> l.matches("\\| " + kind + " \\|( " + NUMBER + " \\|){4}")))
                     .as("storage row %s", kind).hasSize(1);
         }
+        assertThat(report).contains("## Fleet view: listing every held lock under one prefix");
+        for (String store : new String[] {"Redis", "PostgreSQL"}) {
+            assertThat(report.lines().filter(l -> l.matches("\\| " + store + " \\|( " + NUMBER + " \\|){3}")))
+                    .as("fleet view row of %s", store).hasSize(1);
+        }
         assertThat(report)
                 .containsPattern("Fenced / Redisson RLock handoffs/s: \\*\\*" + NUMBER + "\\*\\*")
                 .containsPattern("Fenced / Redisson RFencedLock handoffs/s: \\*\\*" + NUMBER + "\\*\\*")
