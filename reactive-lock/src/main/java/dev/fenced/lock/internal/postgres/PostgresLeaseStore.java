@@ -133,10 +133,12 @@ public final class PostgresLeaseStore implements LeaseStore {
      * database received the statement; the client keeps undoing a failed acquire for that long
      * ({@link #lateGrantWindow()}).
      *
-     * <p>Package-private: {@code PostgresStoreFaultsIT} runs it with a command timeout of its own.
+     * <p>Package-private: {@code PostgresStoreFaultsIT} runs it with a command timeout of its own. This form has
+     * no {@code holder} column (five parameters); the store runs {@link #acquireSql(String, boolean, boolean)}
+     * with it unless the table lacks the column.
      */
     static String acquireSql(String table, boolean serverTime) {
-        return acquireSql(table, serverTime, true);
+        return acquireSql(table, serverTime, false);
     }
 
     /**
