@@ -44,20 +44,38 @@ final class Run {
 
     /**
      * Locks of the run still held in the lock service once every client of the run was closed, so held by nobody:
-     * how many, and the longest time one of them had left. {@code count} is -1 if the service could not be asked.
+     * how many, and the longest time one of them had left; plus the orphans a scenario found while its clients were
+     * still open ({@code during}: a lock held by an unknown owner, a lease the client renews that nobody holds, see
+     * {@link History#orphan}). {@code count} is -1 if the service could not be asked.
      */
-    record Orphans(int count, long longestMillis, java.util.Map<String, LockService.Holder> locks) {
+    record Orphans(int count, long longestMillis, java.util.Map<String, LockService.Holder> locks, int during) {
 
-        static final Orphans UNKNOWN = new Orphans(-1, 0, java.util.Map.of());
+        static final Orphans UNKNOWN = new Orphans(-1, 0, java.util.Map.of(), 0);
 
         static Orphans of(java.util.Map<String, LockService.Holder> held) {
             return new Orphans(held.size(), held.values().stream().mapToLong(LockService.Holder::remainingMillis).max().orElse(0),
-                    java.util.Map.copyOf(held));
+                    java.util.Map.copyOf(held), 0);
         }
 
-        /** For the report: {@code 0}, or the count and the longest time left. */
+        /** These, and {@code found} orphans found during the run. */
+        Orphans withDuring(int found) {
+            return new Orphans(count, longestMillis, locks, during + found);
+        }
+
+        /** Every orphan: at the end and during the run; -1 if the service could not be asked at the end. */
+        int total() {
+            return count < 0 ? -1 : count + during;
+        }
+
+        /** For the report: {@code 0}, or the count and the longest time left (and how many were found during the run). */
         String describe() {
-            return count < 0 ? "unknown" : count == 0 ? "0" : count + " (" + longestMillis + " ms)";
+            if (count < 0) {
+                return "unknown";
+            }
+            String atEnd = count == 0 ? "" : count + " at the end (" + longestMillis + " ms)";
+            String found = during == 0 ? "" : during + " during the run";
+            return count == 0 && during == 0 ? "0" : String.join(", ", java.util.stream.Stream.of(atEnd, found)
+                    .filter(part -> !part.isEmpty()).toList());
         }
     }
 
@@ -77,6 +95,7 @@ final class Run {
         java.util.concurrent.atomic.AtomicReference<Orphans> orphans = new java.util.concurrent.atomic.AtomicReference<>(Orphans.UNKNOWN);
         Checker.Result result;
         Context context = null;
+        History history = new History();
         try {
             LockService service = setup.service().get();
             resources.add(service);
@@ -96,7 +115,6 @@ final class Run {
             resources.add(1, () -> service.removeRunState(prefix));
             // And this just before: what is still held then is held by nobody.
             resources.add(2, () -> orphans.set(Orphans.of(service.heldLocks(prefix))));
-            History history = new History();
             Set<Grant> active = ConcurrentHashMap.newKeySet();
             context = new Context(setup, service, ledgerUrl, ledger, prefix, history, active, resources);
             for (int i = 1; i <= setup.workers(); i++) {
@@ -148,9 +166,10 @@ final class Run {
                 // The JVM is exiting: the hook runs anyway.
             }
         }
-        LOG.info("Scenario {} ({}): locks held by nobody at the end: {} {}", setup.scenario(), setup.arm().label(),
-                orphans.get().describe(), orphans.get().locks());
-        return new Outcome(result, orphans.get());
+        Orphans found = orphans.get().withDuring(history.orphans().size());
+        LOG.info("Scenario {} ({}): locks held by nobody: {} {}", setup.scenario(), setup.arm().label(),
+                found.describe(), found.locks());
+        return new Outcome(result, found);
     }
 
     private static Thread start(String name, Runnable task) {

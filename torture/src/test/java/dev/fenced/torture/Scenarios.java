@@ -439,6 +439,139 @@ final class Scenarios {
         };
     }
 
+    /** Acquires of scenario 11 abandoned by each way a subscriber can give up on them, across runs. */
+    static final Map<String, java.util.concurrent.atomic.AtomicLong> ABANDONED_ACQUIRES = new java.util.concurrent.ConcurrentHashMap<>();
+
+    private static final List<String> ORPHAN_RESOURCES = java.util.stream.IntStream.range(0, 12)
+            .mapToObj(i -> "orphan-" + i).toList();
+
+    /** The lease of scenario 11's client: short, so that a lock nobody renews is gone well before the final check. */
+    private static final Duration ORPHAN_LEASE = Duration.ofSeconds(1);
+
+    /**
+     * (11) The orphan-renewal regressions other lock clients have shipped fixes for: a lease left renewed for ever
+     * after its acquire was cancelled or timed out at an arbitrary point. {@code threads} threads of one client (1 s
+     * lease, replies delayed by 0 to 3 ms, changed every 200 ms, so that the give-up lands before, on and after the
+     * reply) acquire locks of their own and give up on them in each way Reactor offers: {@code timeout}, the loser of
+     * {@code Mono.firstWithSignal}, {@code Flux.take(Duration)}, the other acquire of {@code Flux.merge(...).next()}, a
+     * lambda subscriber disposed, and a maximum wait shorter than the reply. A lease that reaches the harness is
+     * released at once (its owner is known). Once they stop, the garbage collector runs (a lease that Reactor drops
+     * without a trace is released when it is collected), and after two leases and the undo bound, the client must
+     * hold no lease, must renew nothing for three renewal periods, and the server must hold none of those locks:
+     * each one left is an orphan (I4, and the orphan column).
+     */
+    static Run.Nemesis orphanRegressions(int threads) {
+        return context -> {
+            FencedLockClient.releaseLeasesDroppedBySubscribers();
+            java.util.concurrent.atomic.AtomicLong renewals = new java.util.concurrent.atomic.AtomicLong();
+            dev.fenced.lock.LockObserver observer = new dev.fenced.lock.LockObserver() {
+                @Override
+                public void leasesRenewed(int count) {
+                    renewals.addAndGet(count);
+                }
+            };
+            TcpProxy proxy = context.service.clientProxy();
+            FencedLockClient client = context.client(proxy, b -> b.leaseTime(ORPHAN_LEASE).observer(observer));
+            warmUp(client);
+            List<Thread> loops = new ArrayList<>();
+            for (int i = 0; i < threads; i++) {
+                loops.add(context.background("torture-orphan-" + i, () -> abandonLoop(context, client)));
+            }
+            ThreadLocalRandom random = ThreadLocalRandom.current();
+            while (context.timeLeft()) {
+                proxy.delayReplies(random.nextInt(4));
+                context.pace(200);
+            }
+            proxy.delayReplies(0);
+            for (Thread loop : loops) {
+                loop.interrupt();
+                loop.join(TimeUnit.SECONDS.toMillis(30));
+            }
+            // Leases dropped without a trace are released once collected; then every unrenewed lock expires and
+            // every undo ends (it is bounded by the lease).
+            System.gc();
+            context.pace(ORPHAN_LEASE.toMillis() * 2 + 1_000);
+            System.gc();
+            context.pace(ORPHAN_LEASE.toMillis());
+            long renewedBefore = renewals.get();
+            int heldBefore = client.heldLeases();
+            context.pace(ORPHAN_LEASE.toMillis()); // three renewal periods
+            long renewed = renewals.get() - renewedBefore;
+            int held = Math.max(heldBefore, client.heldLeases());
+            if (held > 0 || renewed > 0) {
+                context.history.orphan("the client still holds " + held + " leases that nobody knows of and renewed "
+                        + renewed + " in three renewal periods after every acquire ended");
+            }
+            for (String resource : ORPHAN_RESOURCES) {
+                LockService.Holder holder = context.service.holder(context.prefix + "{" + resource + "}");
+                if (holder != null) {
+                    context.history.orphan(resource + " held by " + (context.history.isKnownOwner(holder.owner())
+                            ? "a known owner that released it" : "an unknown owner") + " " + holder.owner() + " with "
+                            + holder.remainingMillis() + " ms of its lease left, " + ORPHAN_LEASE.multipliedBy(4).toMillis()
+                            + " ms after every acquire ended");
+                }
+            }
+            LOG.info("Scenario 11: acquires abandoned by way: {}; renewals in the last three periods: {}",
+                    ABANDONED_ACQUIRES, renewed);
+        };
+    }
+
+    /** One thread of (11): acquires and gives up on them, each time in another way and at another moment. */
+    private static void abandonLoop(Run.Context context, FencedLockClient client) {
+        ThreadLocalRandom random = ThreadLocalRandom.current();
+        while (!Thread.currentThread().isInterrupted() && context.isRunning()) {
+            String resource = ORPHAN_RESOURCES.get(random.nextInt(ORPHAN_RESOURCES.size()));
+            String other = ORPHAN_RESOURCES.get(random.nextInt(ORPHAN_RESOURCES.size()));
+            // Around the reply: the proxy delays it by 0-3 ms, the round trip itself takes a fraction of one.
+            Duration giveUp = Duration.ofNanos(random.nextLong(TimeUnit.MILLISECONDS.toNanos(5)));
+            int way = random.nextInt(6);
+            String name = switch (way) {
+                case 0 -> "timeout";
+                case 1 -> "firstWithSignal";
+                case 2 -> "take";
+                case 3 -> "next";
+                case 4 -> "dispose";
+                default -> "maxWait";
+            };
+            ABANDONED_ACQUIRES.computeIfAbsent(name, n -> new java.util.concurrent.atomic.AtomicLong()).incrementAndGet();
+            try {
+                switch (way) {
+                    case 0 -> keep(context, client.acquire(resource).timeout(giveUp).onErrorResume(e -> reactor.core.publisher.Mono.empty())
+                            .block(Duration.ofSeconds(10)));
+                    case 1 -> keep(context, reactor.core.publisher.Mono.firstWithSignal(client.acquire(resource),
+                            reactor.core.publisher.Mono.delay(giveUp).then(reactor.core.publisher.Mono.<dev.fenced.lock.FencedLease>empty()))
+                            .block(Duration.ofSeconds(10)));
+                    case 2 -> client.acquire(resource).flux().take(giveUp).toStream().forEach(lease -> keep(context, lease));
+                    case 3 -> keep(context, reactor.core.publisher.Flux.merge(client.acquire(resource), client.acquire(other)).next()
+                            .block(Duration.ofSeconds(10)));
+                    case 4 -> {
+                        Disposable acquire = client.acquire(resource).subscribe(lease -> keep(context, lease), e -> { });
+                        TimeUnit.NANOSECONDS.sleep(giveUp.toNanos());
+                        acquire.dispose();
+                    }
+                    default -> keep(context, client.acquire(resource, AcquireOptions.defaults().withMaxWait(
+                                    Duration.ofMillis(1 + random.nextInt(3))))
+                            .onErrorResume(e -> reactor.core.publisher.Mono.empty()).block(Duration.ofSeconds(10)));
+                }
+            } catch (InterruptedException e) {
+                return;
+            } catch (RuntimeException e) {
+                if (Thread.currentThread().isInterrupted()) {
+                    return;
+                }
+                // A lock service error or a give-up surfaced as an error: what it took, if anything, is the client's.
+            }
+        }
+    }
+
+    /** A lease that reached the harness: its owner is known, and it is released at once. */
+    private static void keep(Run.Context context, dev.fenced.lock.@Nullable FencedLease lease) {
+        if (lease != null) {
+            context.history.knownOwner(lease.ownerId());
+            lease.release().subscribe(null, e -> { });
+        }
+    }
+
     /**
      * Connects a canceller client and loads its scripts before the cancels start. (Owner ids are drawn per
      * acquisition and name no client, so a lock left behind cannot be attributed to one.)

@@ -92,7 +92,7 @@ class TortureIT {
             assertThat(result.violations()).as("violations in %s: %s", scenario, result.examples()).isZero();
         }
         // Every scenario, control arms too: once the run's clients are closed, no lock may be held by nobody.
-        assertThat(outcome.orphans().count()).as("locks of %s (%s) held by nobody at the end: %s", scenario, arm.label(),
+        assertThat(outcome.orphans().total()).as("locks of %s (%s) held by nobody: %s", scenario, arm.label(),
                 outcome.orphans().describe()).isZero();
         return result;
     }
@@ -179,6 +179,33 @@ class TortureIT {
         long before = Scenarios.CANCELLED_IN_FLIGHT.get();
         run("6 cancel mid-acquire", Arm.FENCED, shared(), SCENARIO, Scenarios.cancelMidAcquire(2));
         assertThat(Scenarios.CANCELLED_IN_FLIGHT.get() - before).as("acquires cancelled before they emitted").isPositive();
+    }
+
+    /**
+     * The orphan-renewal regressions of other lock clients, ported: thousands of acquires given up on by
+     * {@code timeout}, {@code firstWithSignal}, {@code take}, {@code next}, a disposed lambda subscriber and a short
+     * maximum wait, at random moments around the reply. Afterwards the server holds none of their locks and the client
+     * holds and renews no lease.
+     */
+    @Test
+    @Order(65)
+    void acquiresCancelledTimedOutOrRacedAtAnyMomentLeaveNoLockHeldAndNoLeaseRenewed() throws Exception {
+        java.util.Map<String, Long> before = abandoned();
+        run("11 orphan regressions", Arm.FENCED, shared(), SCENARIO, Scenarios.orphanRegressions(6));
+        java.util.Map<String, Long> after = abandoned();
+        long total = 0;
+        for (String way : List.of("timeout", "firstWithSignal", "take", "next", "dispose", "maxWait")) {
+            long abandoned = after.getOrDefault(way, 0L) - before.getOrDefault(way, 0L);
+            assertThat(abandoned).as("acquires abandoned by %s", way).isPositive();
+            total += abandoned;
+        }
+        assertThat(total).as("acquires abandoned").isGreaterThanOrEqualTo(1_000);
+    }
+
+    private static java.util.Map<String, Long> abandoned() {
+        java.util.Map<String, Long> counts = new java.util.HashMap<>();
+        Scenarios.ABANDONED_ACQUIRES.forEach((way, count) -> counts.put(way, count.get()));
+        return counts;
     }
 
     @Test

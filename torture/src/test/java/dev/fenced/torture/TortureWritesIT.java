@@ -63,7 +63,7 @@ class TortureWritesIT {
                 List.of("account-1", "account-2"), List.of("witness"), PROFILE, SCENARIO), Scenarios.stalls(2));
         REPORT.add(outcome);
         Checker.Result result = outcome.result();
-        assertThat(outcome.orphans().count()).as("locks of %s held by nobody at the end: %s", scenario,
+        assertThat(outcome.orphans().total()).as("locks of %s held by nobody: %s", scenario,
                 outcome.orphans().describe()).isZero();
         assertThat(result.operations()).as("operations of %s", scenario).isPositive();
         assertThat(result.violations()).as("violations in %s: %s", scenario, result.examples()).isZero();
