@@ -30,6 +30,8 @@ import java.util.TreeMap;
  *       is committed later (commit order from the audit table; grant order from the history, by real time, see
  *       {@link History.Op#grantedBefore}, never from tokens). Stronger than I3: it also catches a stale holder
  *       whose token is higher than the newer holder's, as when Redis's counter fell back by several grants.</li>
+ *   <li><b>I7</b> (the lock-set workload only) every element whose write was acknowledged is in the final set of its
+ *       resource, and no element of a rejected or abandoned operation is.</li>
  * </ul>
  * Pure: no I/O. Thread-safe (stateless).
  */
@@ -48,6 +50,15 @@ final class Checker {
 
     static Result check(String scenario, Arm arm, Duration leaseTime, History history, Map<String, Long> balances,
             List<Ledger.AuditRow> audit) {
+        return check(scenario, arm, leaseTime, history, balances, audit, Map.of());
+    }
+
+    /**
+     * Checks as {@link #check(String, Arm, Duration, History, Map, List)} does, and I7 on {@code sets}, the final set
+     * of each resource of the lock-set workload (empty: the run had none, I7 does not apply).
+     */
+    static Result check(String scenario, Arm arm, Duration leaseTime, History history, Map<String, Long> balances,
+            List<Ledger.AuditRow> audit, Map<String, Set<String>> sets) {
         List<History.Op> ops = history.ops();
         List<String> examples = new ArrayList<>();
         int i1 = checkI1(audit, examples);
@@ -57,6 +68,7 @@ final class Checker {
         List<Long> latencies = new ArrayList<>();
         int i5 = arm == Arm.PLAIN_TTL ? 0 : checkI5(ops, latencies, examples);
         int i6 = checkI6(ops, audit, examples);
+        int i7 = sets.isEmpty() ? 0 : checkI7(ops, sets, examples);
         Collections.sort(latencies);
         int ok = count(ops, History.Outcome.OK);
         int stale = count(ops, History.Outcome.STALE);
@@ -64,7 +76,8 @@ final class Checker {
         int unknown = count(ops, History.Outcome.UNKNOWN);
         int lossSignals = (int) ops.stream().filter(op -> op.lease().lostAt() != 0).count();
         return new Result(scenario, arm, ops.size(), ok, stale, lost, unknown, history.acquireFailures(), lossSignals,
-                i1, i2, i3, i4, i5, i6, percentile(latencies, 50), percentile(latencies, 99), arm == Arm.PLAIN_TTL,
+                i1, i2, i3, i4, i5, i6, i7, !sets.isEmpty(), percentile(latencies, 50), percentile(latencies, 99),
+                arm == Arm.PLAIN_TTL,
                 List.copyOf(examples.subList(0, Math.min(examples.size(), MAX_EXAMPLES * 5))));
     }
 
@@ -279,6 +292,31 @@ final class Checker {
         return violations;
     }
 
+    /**
+     * I7, Jepsen's lock-set check: every element whose write was acknowledged is in the final set of its resource (an
+     * element of an unknown outcome may be in it or not; one of a rejected or abandoned operation must not be).
+     */
+    private static int checkI7(List<History.Op> ops, Map<String, Set<String>> sets, List<String> examples) {
+        int violations = 0;
+        for (History.Op op : ops) {
+            Set<String> set = sets.get(op.resource());
+            if (set == null) {
+                continue; // not a resource of the lock-set workload (a witness's)
+            }
+            boolean present = set.contains(op.id());
+            if (op.outcome() == History.Outcome.OK && !present) {
+                violations++;
+                example(examples, "I7", op.id() + " (token " + op.token() + ") was acknowledged but its element is not in "
+                        + "the final set of " + op.resource() + " (" + set.size() + " elements)");
+            } else if ((op.outcome() == History.Outcome.STALE || op.outcome() == History.Outcome.LOST) && present) {
+                violations++;
+                example(examples, "I7", op.id() + " was reported " + op.outcome() + " but its element is in the final set of "
+                        + op.resource());
+            }
+        }
+        return violations;
+    }
+
     private static int count(List<History.Op> ops, History.Outcome outcome) {
         return (int) ops.stream().filter(op -> op.outcome() == outcome).count();
     }
@@ -300,14 +338,15 @@ final class Checker {
     /**
      * The summary of one run.
      *
+     * @param setChecked the run had the lock-set workload: I7 applies
      * @param noLossSignals the arm has no loss signal (plain TTL): I5 does not apply
      */
     record Result(String scenario, Arm arm, int operations, int accepted, int staleRejected, int lost, int unknown,
-            int acquireFailures, int lossSignals, int i1, int i2, int i3, int i4, int i5, int i6, long lossP50Nanos,
-            long lossP99Nanos, boolean noLossSignals, List<String> examples) {
+            int acquireFailures, int lossSignals, int i1, int i2, int i3, int i4, int i5, int i6, int i7,
+            boolean setChecked, long lossP50Nanos, long lossP99Nanos, boolean noLossSignals, List<String> examples) {
 
         int violations() {
-            return i1 + i2 + i3 + i4 + i5 + i6;
+            return i1 + i2 + i3 + i4 + i5 + i6 + i7;
         }
     }
 }

@@ -9,7 +9,7 @@ import java.util.Map;
 import org.junit.jupiter.api.Test;
 
 /**
- * I6 on hand-made histories: grant order comes from when acquires were invoked and completed, never from tokens,
+ * I6 and I7 on hand-made histories: grant order comes from when acquires were invoked and completed, never from tokens,
  * and commit order from the audit table. Times are given in milliseconds of an arbitrary clock.
  */
 class CheckerTest {
@@ -69,6 +69,47 @@ class CheckerTest {
         assertThat(check(later, earlier).i6()).isZero();
     }
 
+    @Test
+    void anAcknowledgedElementMissingFromTheFinalSetIsFlagged() {
+        History.Op kept = committed("kept", 4, 0, 10, 15);
+        History.Op overwritten = committed("overwritten", 5, 20, 30, 35);
+
+        Checker.Result result = checkSets(Map.of(RESOURCE, java.util.Set.of("kept")), kept, overwritten);
+
+        assertThat(result.i7()).isEqualTo(1);
+        assertThat(result.setChecked()).isTrue();
+        assertThat(result.examples()).contains("I7 overwritten (token 5) was acknowledged but its element is not in the "
+                + "final set of " + RESOURCE + " (1 elements)");
+    }
+
+    @Test
+    void aRejectedElementInTheFinalSetIsFlagged() {
+        History.Op kept = committed("kept", 4, 0, 10, 15);
+        History.Op rejected = new History.Op("rejected", "w", RESOURCE, 3, "owner-rejected", History.Outcome.STALE,
+                History.Step.WRITE, ms(0), ms(1), ms(40), ms(41), true, true, unfenced(), "", null);
+        history.record(rejected);
+
+        Checker.Result result = checkSets(Map.of(RESOURCE, java.util.Set.of("kept", "rejected")), kept);
+
+        assertThat(result.i7()).isEqualTo(1);
+    }
+
+    @Test
+    void everyAcknowledgedElementInTheFinalSetPasses() {
+        History.Op first = committed("first", 4, 0, 10, 15);
+        History.Op second = committed("second", 5, 20, 30, 35);
+
+        assertThat(checkSets(Map.of(RESOURCE, java.util.Set.of("first", "second")), first, second).i7()).isZero();
+    }
+
+    @Test
+    void withoutSetsI7DoesNotApply() {
+        Checker.Result result = check(committed("only", 4, 0, 10, 15));
+
+        assertThat(result.setChecked()).isFalse();
+        assertThat(result.i7()).isZero();
+    }
+
     private History.Op committed(String id, long token, long acquireInvokedAt, long acquiredAt, long writtenAt) {
         return committed(id, RESOURCE, token, acquireInvokedAt, acquiredAt, writtenAt);
     }
@@ -91,11 +132,16 @@ class CheckerTest {
 
     /** Checks the history with {@code inCommitOrder} as the audit table. */
     private Checker.Result check(History.Op... inCommitOrder) {
+        return checkSets(Map.of(), inCommitOrder);
+    }
+
+    /** Checks as {@link #check} does, with {@code sets} as the final sets of the lock-set workload. */
+    private Checker.Result checkSets(Map<String, java.util.Set<String>> sets, History.Op... inCommitOrder) {
         Map<String, Long> balances = new java.util.HashMap<>();
         for (History.Op op : inCommitOrder) {
             audit.add(new Ledger.AuditRow(audit.size() + 1, op.resource(), op.token(), op.owner(), op.id()));
             balances.merge(op.resource(), 1L, Long::sum);
         }
-        return Checker.check("test", Arm.FENCED, Duration.ofMillis(600), history, balances, audit);
+        return Checker.check("test", Arm.FENCED, Duration.ofMillis(600), history, balances, audit, sets);
     }
 }

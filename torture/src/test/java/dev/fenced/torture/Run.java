@@ -6,6 +6,7 @@ import dev.fenced.testservices.TcpProxy;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.Map;
 import java.util.Set;
 import java.util.UUID;
 import java.util.concurrent.ConcurrentHashMap;
@@ -145,7 +146,7 @@ final class Run {
             }
             context.afterStop();
             result = Checker.check(setup.scenario(), setup.arm(), setup.profile().leaseTime(), history,
-                    ledger.balances(), ledger.auditRows());
+                    ledger.balances(), ledger.auditRows(), setup.profile().lockSet() ? ledger.sets() : Map.of());
             LOG.info("Scenario {} ({}): {} operations, {} violations {}; acquire failures: {}", setup.scenario(),
                     setup.arm().label(), result.operations(), result.violations(), result.examples(),
                     history.acquireFailureReasons());
