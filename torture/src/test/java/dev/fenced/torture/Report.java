@@ -30,8 +30,8 @@ final class Report {
     synchronized String table() {
         StringBuilder out = new StringBuilder();
         out.append("| scenario | arm | ops | accepted | stale-rejected | lost | unknown | acquire failed | lost signals "
-                + "| I1 | I2 | I3 | I4 | I5 | I6 | I7 | orphan leases | loss latency p50 | p99 | verdict |\n");
-        out.append("|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|---|\n");
+                + "| I1 | I2 | I3 | I4 | I5 | I6 | I7 | M1 | M2 | orphan leases | loss latency p50 | p99 | verdict |\n");
+        out.append("|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|---|\n");
         for (Checker.Result r : results) {
             boolean flagged = r.violations() > 0;
             String verdict = r.arm().isControl()
@@ -46,6 +46,12 @@ final class Report {
                     .append(" | ").append(r.i4()).append(" | ").append(r.noLossSignals() ? "n/a" : Integer.toString(r.i5()))
                     .append(" | ").append(r.i6())
                     .append(" | ").append(r.setChecked() ? Integer.toString(r.i7()) : "n/a")
+                    .append(" | ").append(r.mutex() == Checker.Mutex.NONE ? "n/a" : Integer.toString(r.m1()))
+                    .append(" | ").append(switch (r.mutex()) {
+                        case NONE -> "n/a";
+                        case FULL -> Integer.toString(r.m2());
+                        case TOKEN_ORDER_ONLY -> r.m2() + " (not expected to hold on failover)";
+                    })
                     .append(" | ").append(orphans.getOrDefault(r, Run.Orphans.UNKNOWN).describe())
                     .append(" | ").append(millis(r.lossP50Nanos())).append(" | ").append(millis(r.lossP99Nanos()))
                     .append(" | ").append(verdict).append(" |\n");

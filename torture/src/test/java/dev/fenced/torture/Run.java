@@ -146,7 +146,8 @@ final class Run {
             }
             context.afterStop();
             result = Checker.check(setup.scenario(), setup.arm(), setup.profile().leaseTime(), history,
-                    ledger.balances(), ledger.auditRows(), setup.profile().lockSet() ? ledger.sets() : Map.of());
+                    ledger.balances(), ledger.auditRows(), setup.profile().lockSet() ? ledger.sets() : Map.of(),
+                    setup.profile().mutex());
             LOG.info("Scenario {} ({}): {} operations, {} violations {}; acquire failures: {}", setup.scenario(),
                     setup.arm().label(), result.operations(), result.violations(), result.examples(),
                     history.acquireFailureReasons());

@@ -383,6 +383,30 @@ final class Scenarios {
         };
     }
 
+    /**
+     * (12) Partitions that come and go: half of the workers, drawn anew each time, cut from the lock service for
+     * {@code onLeases} lease times, then everyone connected for {@code offLeases} lease times, and again.
+     */
+    static Run.Nemesis flappingPartitions(int onLeases, int offLeases) {
+        return context -> {
+            List<TcpProxy> proxies = new ArrayList<>(context.workerProxies());
+            long lease = context.leaseTime().toMillis();
+            while (context.timeLeft()) {
+                Collections.shuffle(proxies);
+                List<TcpProxy> cut = proxies.subList(0, Math.max(1, proxies.size() / 2));
+                long at = System.nanoTime();
+                cut.forEach(TcpProxy::blackhole);
+                try {
+                    context.pace(lease * onLeases);
+                } finally {
+                    cut.forEach(TcpProxy::resume);
+                }
+                context.history.fault("partition (" + onLeases + " leases on)", at, System.nanoTime());
+                context.pace(lease * offLeases);
+            }
+        };
+    }
+
     private static void partitionOnce(Run.Context context, List<TcpProxy> proxies) throws InterruptedException {
         Collections.shuffle(proxies);
         List<TcpProxy> cut = proxies.subList(0, Math.max(1, proxies.size() / 2));
@@ -768,6 +792,14 @@ final class Scenarios {
 
     /** (8) A soak: all of the above, chosen at random, with cancellers running throughout. */
     static Run.Nemesis soak() {
+        return soak(0);
+    }
+
+    /**
+     * (8) The soak, until the workers recorded at least {@code operations} operations (0: for the run's duration),
+     * within the run's duration, which then bounds it.
+     */
+    static Run.Nemesis soak(long operations) {
         return context -> {
             ThreadLocalRandom random = ThreadLocalRandom.current();
             TcpProxy cancelProxy = context.service.clientProxy();
@@ -783,7 +815,7 @@ final class Scenarios {
             Worker witness = context.worker("witness", List.of(resource));
             List<TcpProxy> proxies = new ArrayList<>(context.workerProxies());
             int round = 0;
-            while (context.timeLeft()) {
+            while (context.timeLeft() && (operations == 0 || context.history.operationCount() < operations)) {
                 context.pace(300 + random.nextLong(700));
                 round++;
                 long at = System.nanoTime();

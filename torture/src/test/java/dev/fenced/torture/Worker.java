@@ -30,21 +30,27 @@ final class Worker implements Runnable {
      *     (renewals frozen) for a uniform time of up to {@link #LOCK_SET_PAUSE} of the lease, before or after its last
      *     check of the lease, and writes the set back with its own element added (and the increment and audit row, so
      *     that I1 to I6 apply as well); the checker's I7 then looks for acknowledged elements missing from the final set
+     * @param mutex which half of the fenced-mutex model check (M1, M2) the checker applies to the run's history
      */
     record Profile(Duration leaseTime, Duration maxWait, double longPauseShare, long shortPauseMaxMillis,
-            double believedShare, boolean lockSet) {
+            double believedShare, boolean lockSet, Checker.Mutex mutex) {
 
         /** The longest pause of the lock-set workload, as a share of the lease: about one lease. */
         static final double LOCK_SET_PAUSE = 1.25;
 
         Profile(Duration leaseTime, Duration maxWait, double longPauseShare, long shortPauseMaxMillis,
                 double believedShare) {
-            this(leaseTime, maxWait, longPauseShare, shortPauseMaxMillis, believedShare, false);
+            this(leaseTime, maxWait, longPauseShare, shortPauseMaxMillis, believedShare, false, Checker.Mutex.NONE);
         }
 
         /** The lock-set workload with this profile's lease, maximum wait and share of believed views. */
         Profile lockSetWorkload() {
-            return new Profile(leaseTime, maxWait, longPauseShare, shortPauseMaxMillis, believedShare, true);
+            return new Profile(leaseTime, maxWait, longPauseShare, shortPauseMaxMillis, believedShare, true, mutex);
+        }
+
+        /** This workload, with the fenced-mutex model check {@code mutex} over its history. */
+        Profile withMutexCheck(Checker.Mutex check) {
+            return new Profile(leaseTime, maxWait, longPauseShare, shortPauseMaxMillis, believedShare, lockSet, check);
         }
 
         long longPauseMillis(ThreadLocalRandom random) {
