@@ -46,7 +46,14 @@ enum Arm {
      * its lease still exists ({@code lease.isHeld()}) and writes nothing if not. A pause between that check and the
      * write is all it takes.
      */
-    LEASE_CHECK("control: lease checked, then an unfenced write", true);
+    LEASE_CHECK("control: lease checked, then an unfenced write", true),
+
+    /**
+     * Control of the clock faults: {@link #FENCED} exactly, under the one fault outside what the root README
+     * guarantees: the lock server lost its counter and came back with a clock behind the one that issued an earlier
+     * grant, by more than the time between the two grants.
+     */
+    CLOCK_BEHIND("control: counter lost, clock behind", true);
 
     private final String label;
     private final boolean control;
@@ -63,7 +70,7 @@ enum Arm {
     /** How this arm's lock clients mint tokens (the plain TTL lock has a grant number of its own). */
     TokenScheme tokenScheme() {
         return switch (this) {
-            case FENCED, PLAIN_TTL, UNFENCED_ROW, LEASE_CHECK -> TokenScheme.SERVER_TIME;
+            case FENCED, PLAIN_TTL, UNFENCED_ROW, LEASE_CHECK, CLOCK_BEHIND -> TokenScheme.SERVER_TIME;
             case FENCED_COUNTER, COUNTER_TOKENS, TOKEN_ONLY -> TokenScheme.COUNTER;
         };
     }

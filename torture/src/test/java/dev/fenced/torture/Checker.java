@@ -447,8 +447,9 @@ final class Checker {
         /** M1 and M2: tokens grow with every grant, and no two holds overlap. */
         FULL,
         /**
-         * M1 only: a failover to a replica that missed grants hands a lock to a second holder while the first still
-         * believes it holds it, so M2 is reported, not held against the run; the tokens must still grow.
+         * M1 only: a failover to a replica that missed grants, or a lock server whose clock steps forward (its keys
+         * expire early), hands a lock to a second holder while the first still believes it holds it, so M2 is
+         * reported, not held against the run; the tokens must still grow.
          */
         TOKEN_ORDER_ONLY
     }

@@ -136,7 +136,7 @@ final class Ledger implements AutoCloseable {
     long claimAndRead(Arm arm, Grant grant, @Nullable FencedLease view) {
         String resource = grant.resource();
         switch (arm) {
-            case FENCED, FENCED_COUNTER, COUNTER_TOKENS -> block(FencedWrite.into(accounts).key("id", resource).update(pool, requireView(view)));
+            case FENCED, FENCED_COUNTER, COUNTER_TOKENS, CLOCK_BEHIND -> block(FencedWrite.into(accounts).key("id", resource).update(pool, requireView(view)));
             case TOKEN_ONLY -> block(Mono.usingWhen(pool.create(),
                     c -> tokenOnly(c, grant, requireView(view), "fencing_token = $1, fencing_owner = $2", List.of()),
                     Connection::close));
@@ -274,7 +274,7 @@ final class Ledger implements AutoCloseable {
         block(Mono.usingWhen(pool.create(),
                 c -> Mono.from(c.beginTransaction())
                         .then(switch (arm) {
-                            case FENCED, FENCED_COUNTER, COUNTER_TOKENS -> FencedWrite.into(accounts).key("id", resource).set("balance", newBalance)
+                            case FENCED, FENCED_COUNTER, COUNTER_TOKENS, CLOCK_BEHIND -> FencedWrite.into(accounts).key("id", resource).set("balance", newBalance)
                                     .update(c, requireView(view));
                             case TOKEN_ONLY -> tokenOnly(c, grant, requireView(view),
                                     "balance = $3, fencing_token = $1, fencing_owner = $2", List.of(newBalance));

@@ -50,7 +50,7 @@ final class Report {
                     .append(" | ").append(switch (r.mutex()) {
                         case NONE -> "n/a";
                         case FULL -> Integer.toString(r.m2());
-                        case TOKEN_ORDER_ONLY -> r.m2() + " (not expected to hold on failover)";
+                        case TOKEN_ORDER_ONLY -> r.m2() + " (not expected to hold here)";
                     })
                     .append(" | ").append(orphans.getOrDefault(r, Run.Orphans.UNKNOWN).describe())
                     .append(" | ").append(millis(r.lossP50Nanos())).append(" | ").append(millis(r.lossP99Nanos()))

@@ -234,6 +234,14 @@ final class Run {
             throw new IllegalStateException("This scenario needs Redis, but the run's locks are on " + service);
         }
 
+        /** The run's Redis under libfaketime, for the clock faults. */
+        FakeClockRedis fakeClock() {
+            if (service instanceof FakeClockRedis redis) {
+                return redis;
+            }
+            throw new IllegalStateException("This scenario steps the lock server's clock, but the run's locks are on " + service);
+        }
+
         /** The run's PostgreSQL lease store, for the faults only it takes. */
         PostgresTopology postgres() {
             if (service instanceof PostgresTopology postgres) {

@@ -790,6 +790,136 @@ final class Scenarios {
         return value == null ? -1 : value;
     }
 
+    /** Rounds of scenario C3 whose newer holder got a token below the stalled holder's, across runs. */
+    static final java.util.concurrent.atomic.AtomicLong GRANTS_BELOW_STALLED_BY_CLOCK = new java.util.concurrent.atomic.AtomicLong();
+
+    /** Clock steps of the C scenarios, backwards and forwards, across runs. */
+    static final java.util.concurrent.atomic.AtomicLong CLOCK_STEPS_BACK = new java.util.concurrent.atomic.AtomicLong();
+    static final java.util.concurrent.atomic.AtomicLong CLOCK_STEPS_FORWARD = new java.util.concurrent.atomic.AtomicLong();
+
+    /**
+     * (C1) The lock server's clock stepped backwards and forwards, the token counter kept: every {@code everyMillis}
+     * the clock is set to a new offset within {@code maxStepSeconds} of the real time, alternately behind and ahead of
+     * where it was. A step forward expires leases early (key expiry follows the wall clock); a step back makes them
+     * last longer.
+     */
+    static Run.Nemesis clockSteps(long everyMillis, double maxStepSeconds) {
+        return context -> {
+            FakeClockRedis redis = context.fakeClock();
+            ThreadLocalRandom random = ThreadLocalRandom.current();
+            boolean back = true;
+            while (context.timeLeft()) {
+                context.pace(everyMillis);
+                double now = redis.clockOffset();
+                double next = back ? now - random.nextDouble(0.2, maxStepSeconds) : now + random.nextDouble(0.2, maxStepSeconds);
+                next = Math.max(-maxStepSeconds, Math.min(maxStepSeconds, next));
+                long at = System.nanoTime();
+                redis.setClock(next);
+                (next < now ? CLOCK_STEPS_BACK : CLOCK_STEPS_FORWARD).incrementAndGet();
+                context.history.fault(String.format(java.util.Locale.ROOT, "clock step %+.2f s", next - now), at, System.nanoTime());
+                back = !back;
+            }
+        };
+    }
+
+    /**
+     * (C2) The clock stepped as in C1, and every other step the server restarted without persistence (the token
+     * counters lost) with its clock set ahead of the most it was ever ahead: the next tokens, server time in
+     * microseconds, are above every token issued before.
+     */
+    static Run.Nemesis clockStepsAndRestarts(long everyMillis, double maxStepSeconds) {
+        return context -> {
+            FakeClockRedis redis = context.fakeClock();
+            ThreadLocalRandom random = ThreadLocalRandom.current();
+            double highest = 0;
+            boolean restart = false;
+            while (context.timeLeft()) {
+                context.pace(everyMillis);
+                double now = redis.clockOffset();
+                long at = System.nanoTime();
+                if (restart) {
+                    double next = highest + random.nextDouble(0.05, 0.5);
+                    redis.setClock(next);
+                    redis.restart();
+                    CLOCK_STEPS_FORWARD.incrementAndGet();
+                    context.history.fault(String.format(java.util.Locale.ROOT, "restart, clock %+.2f s (ahead of ever)",
+                            next - now), at, System.nanoTime());
+                } else {
+                    double next = highest - random.nextDouble(0.2, maxStepSeconds);
+                    redis.setClock(next);
+                    CLOCK_STEPS_BACK.incrementAndGet();
+                    context.history.fault(String.format(java.util.Locale.ROOT, "clock step %+.2f s", next - now), at,
+                            System.nanoTime());
+                }
+                highest = Math.max(highest, redis.clockOffset());
+                restart = !restart;
+            }
+        };
+    }
+
+    /**
+     * (C3) The window the root README states, forced: the counter lost and the clock behind. Each round, on the witness
+     * lock: a witness writes (storage holds its token T0); a second later another takes the lock (T1) and stalls before
+     * its first write, renewals frozen for twice the lease; the server restarts without persistence with its clock set
+     * back so that its time lies halfway between T0 and T1 (behind the clock that issued T1 by more than the time
+     * between the two grants); the first witness takes the lock again (T2, below T1), claims, reads and writes; then the
+     * stalled holder wakes and claims, reads and writes with the lease it believes held. Its token is above the stored
+     * one, so storage accepts it, after a write of a later grant: I6 and M1 see it. Each round checks that T2 fell
+     * between T0 and T1 ({@link #GRANTS_BELOW_STALLED_BY_CLOCK}).
+     */
+    static Run.Nemesis clockBehindAfterRestart() {
+        return context -> {
+            FakeClockRedis redis = context.fakeClock();
+            String resource = context.setup.witnessResources().get(0);
+            Witness writer = new Witness(context, "witness-b", context.locker("witness-b"));
+            Witness stalled = new Witness(context, "witness-x1", context.locker("witness-x1"));
+            for (int round = 1; context.timeLeft(); round++) {
+                Witness.Step before = null;
+                for (int attempt = 1; attempt <= 20 && before == null; attempt++) {
+                    before = writer.acquireClaimRead(resource, "cb" + round + "-before-" + attempt);
+                    if (before == null) {
+                        context.pace(50);
+                    }
+                }
+                if (before == null) {
+                    continue;
+                }
+                long stored = before.grant().token();
+                writer.writeAndRelease(before, false);
+                context.pace(1_000);
+                Witness.Held held = stalled.acquire(resource, "cb" + round + "-stalled");
+                if (held == null) {
+                    continue;
+                }
+                Thread thaws = stalled.stall(held, context.leaseTime().toMillis() * 2);
+                long at = System.nanoTime();
+                long target = stored + (held.grant().token() - stored) / 2;
+                double offset = redis.clockOffset() + (target - redis.serverTimeMicros()) / 1e6;
+                redis.setClock(offset);
+                redis.restart();
+                CLOCK_STEPS_BACK.incrementAndGet();
+                context.history.fault(String.format(java.util.Locale.ROOT, "restart, clock set to %+.3f s", offset), at,
+                        System.nanoTime());
+                Witness.Step newer = null;
+                for (int attempt = 1; attempt <= 20 && newer == null; attempt++) {
+                    // The client fails fast while it reconnects to the restarted server: back off and retry.
+                    newer = writer.acquireClaimRead(resource, "cb" + round + "-newer-" + attempt);
+                    if (newer == null) {
+                        context.pace(50);
+                    }
+                }
+                if (newer != null) {
+                    if (newer.grant().token() < held.grant().token() && newer.grant().token() > stored) {
+                        GRANTS_BELOW_STALLED_BY_CLOCK.incrementAndGet();
+                    }
+                    writer.writeAndRelease(newer, false);
+                }
+                thaws.join();
+                stalled.wakeAndWrite(held);
+            }
+        };
+    }
+
     /** (8) A soak: all of the above, chosen at random, with cancellers running throughout. */
     static Run.Nemesis soak() {
         return soak(0);
