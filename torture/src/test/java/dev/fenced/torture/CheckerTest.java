@@ -9,7 +9,7 @@ import java.util.Map;
 import org.junit.jupiter.api.Test;
 
 /**
- * I6 and I7 on hand-made histories: grant order comes from when acquires were invoked and completed, never from tokens,
+ * I6, I7 and the mutex model (M1, M2) on hand-made histories: grant order comes from when acquires were invoked and completed, never from tokens,
  * and commit order from the audit table. Times are given in milliseconds of an arbitrary clock.
  */
 class CheckerTest {
@@ -108,6 +108,71 @@ class CheckerTest {
 
         assertThat(result.setChecked()).isFalse();
         assertThat(result.i7()).isZero();
+    }
+
+    @Test
+    void aLaterGrantWithALowerTokenBreaksTheTokenOrder() {
+        hold("earlier", 5, 0, 10, 40);
+        hold("later", 4, 50, 60, 90);
+
+        Checker.Result result = checkMutex(Checker.Mutex.FULL);
+
+        assertThat(result.m1()).isEqualTo(1);
+        assertThat(result.m2()).isZero();
+        assertThat(result.examples()).contains("M1 " + RESOURCE + ": later got token 4, not above earlier's 5, granted "
+                + "40 ms before it was asked for");
+    }
+
+    @Test
+    void overlappingAcquiresAreNotOrderedByTheTokenOrder() {
+        // The second acquire was invoked before the first had completed.
+        hold("first", 5, 0, 30, 40);
+        hold("second", 4, 20, 50, 90);
+
+        assertThat(checkMutex(Checker.Mutex.FULL).m1()).isZero();
+    }
+
+    @Test
+    void aHoldGrantedBeforeTheLastOneEndedOverlaps() {
+        hold("first", 4, 0, 10, 80);
+        hold("second", 5, 20, 60, 100);
+
+        Checker.Result result = checkMutex(Checker.Mutex.FULL);
+
+        assertThat(result.m2()).isEqualTo(1);
+        assertThat(result.violations()).isEqualTo(1);
+        assertThat(result.examples()).contains("M2 " + RESOURCE + ": second (token 5) was granted 20 ms before the hold of "
+                + "first (token 4) ended");
+    }
+
+    @Test
+    void holdsOneAfterTheOtherDoNotOverlap() {
+        hold("first", 4, 0, 10, 50);
+        hold("second", 5, 20, 60, 100);
+
+        assertThat(checkMutex(Checker.Mutex.FULL).m2()).isZero();
+    }
+
+    @Test
+    void overlapsAreReportedButNotViolationsWhereOnlyTheTokenOrderIsExpected() {
+        hold("first", 4, 0, 10, 80);
+        hold("second", 5, 20, 60, 100);
+
+        Checker.Result result = checkMutex(Checker.Mutex.TOKEN_ORDER_ONLY);
+
+        assertThat(result.m2()).isEqualTo(1);
+        assertThat(result.violations()).isZero();
+    }
+
+    /** A hold released at {@code releasedAt}, its deadline later; recorded as an operation that wrote nothing. */
+    private void hold(String id, long token, long acquireInvokedAt, long acquiredAt, long releasedAt) {
+        Grant.LeaseRecord lease = new Grant.LeaseRecord(true, ms(releasedAt + 500), 0, 0, null, ms(releasedAt), null);
+        history.record(new History.Op(id, "w", RESOURCE, token, "owner-" + id, History.Outcome.LOST, History.Step.CLAIM,
+                ms(acquireInvokedAt), ms(acquiredAt), 0, ms(releasedAt), false, false, lease, "", null));
+    }
+
+    private Checker.Result checkMutex(Checker.Mutex mutex) {
+        return Checker.check("test", Arm.FENCED, Duration.ofMillis(600), history, Map.of(), audit, Map.of(), mutex);
     }
 
     private History.Op committed(String id, long token, long acquireInvokedAt, long acquiredAt, long writtenAt) {

@@ -38,6 +38,8 @@ class TortureIT {
     private static final Duration LEASE = Duration.ofMillis(600);
     private static final Duration SCENARIO = Duration.ofSeconds(8);
     private static final Duration FALLBACK_SCENARIO = Duration.ofSeconds(5);
+    /** Scenarios 11, 12 and P12: thousands of abandoned acquires, and a dozen partitions, take less than 8 s. */
+    private static final Duration SHORT_SCENARIO = Duration.ofSeconds(6);
     private static final Duration DEFAULT_SOAK = Duration.ofSeconds(15);
     private static final Duration SOAK_OPERATIONS_CAP = Duration.ofMinutes(12);
     private static final int SOAK_WORKERS = 16;
@@ -199,7 +201,7 @@ class TortureIT {
     @Order(65)
     void acquiresCancelledTimedOutOrRacedAtAnyMomentLeaveNoLockHeldAndNoLeaseRenewed() throws Exception {
         java.util.Map<String, Long> before = abandoned();
-        run("11 orphan regressions", Arm.FENCED, shared(), SCENARIO, Scenarios.orphanRegressions(6));
+        run("11 orphan regressions", Arm.FENCED, shared(), SHORT_SCENARIO, Scenarios.orphanRegressions(6));
         java.util.Map<String, Long> after = abandoned();
         long total = 0;
         for (String way : List.of("timeout", "firstWithSignal", "take", "next", "dispose", "maxWait")) {
@@ -292,7 +294,7 @@ class TortureIT {
     @Test
     @Order(105)
     void fencedMutexUnderPartitionsThatComeAndGoGrantsGrowingTokensAndNoOverlappingHolds() throws Exception {
-        Checker.Result result = run("12 fenced mutex: partitions come and go", Arm.FENCED, shared(), SCENARIO, WORKERS,
+        Checker.Result result = run("12 fenced mutex: partitions come and go", Arm.FENCED, shared(), SHORT_SCENARIO, WORKERS,
                 RESOURCES, PROFILE.withMutexCheck(Checker.Mutex.FULL), Scenarios.flappingPartitions(3, 3));
         assertThat(result.m1()).as("grants whose token did not grow").isZero();
         assertThat(result.m2()).as("overlapping holds").isZero();
@@ -324,7 +326,8 @@ class TortureIT {
     void postgresStoreFencedMutexUnderPartitionsThatComeAndGoGrantsGrowingTokensAndNoOverlappingHolds()
             throws Exception {
         Checker.Result result = run("P12 PostgreSQL: fenced mutex, partitions come and go", Arm.FENCED, postgresShared(),
-                SCENARIO, WORKERS, RESOURCES, PROFILE.withMutexCheck(Checker.Mutex.FULL), Scenarios.flappingPartitions(3, 3));
+                SHORT_SCENARIO, WORKERS, RESOURCES, PROFILE.withMutexCheck(Checker.Mutex.FULL),
+                Scenarios.flappingPartitions(3, 3));
         assertThat(result.m1()).as("grants whose token did not grow").isZero();
         assertThat(result.m2()).as("overlapping holds").isZero();
         assertThat(result.lossSignals()).as("partitioned holders learn that their leases are lost").isPositive();

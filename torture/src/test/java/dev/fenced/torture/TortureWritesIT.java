@@ -37,7 +37,7 @@ class TortureWritesIT {
 
     private static final Duration LEASE = Duration.ofMillis(600);
     private static final Duration SCENARIO = Duration.ofSeconds(8);
-    private static final Duration LOCK_SET_SCENARIO = Duration.ofSeconds(12);
+    private static final Duration LOCK_SET_SCENARIO = Duration.ofSeconds(10);
     private static final Worker.Profile PROFILE = new Worker.Profile(LEASE, Duration.ofSeconds(4), 0.15, 30, 0.5);
     private static final Report REPORT = new Report();
 
