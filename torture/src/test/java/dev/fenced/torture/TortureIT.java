@@ -28,7 +28,10 @@ import org.junit.jupiter.api.extension.ExtendWith;
  * {@code P…}) runs the same workload with the lock clients on the PostgreSQL lease store, each reaching the
  * database through a proxy of its own; it keeps its lease table in the shared test database, except the restart
  * scenario, which restarts a PostgreSQL of its own. The summary table is printed and written to
- * {@code target/torture-report.md}. {@code -Dtorture.soak=PT30M} makes the soak scenario run that long.
+ * {@code target/torture-report.md}. {@code -Dtorture.soak=PT30M} makes the soak scenario run that long, and
+ * {@code -Dtorture.soakOperations=10000} until that many operations. Issue #27 added the orphan-renewal regressions
+ * (scenario 11) and the fenced-mutex model check (12, 12f, P12); the lock-set workload is in {@link TortureWritesIT},
+ * the clock faults in {@link ClockFaultsIT}.
  */
 @ExtendWith({RedisServerExtension.class, PostgresServerExtension.class})
 @TestMethodOrder(MethodOrderer.OrderAnnotation.class)
