@@ -117,6 +117,7 @@ public final class Benchmarks {
                     report.contended(Workloads.contended(lock, stats, 64, mode.contention));
                 }
             }
+            report.ticks(scheduledJobTicks(uri, prefix, mode, stats));
             // Held leases last on Redis, with no other client open, so that the counters are theirs alone.
             report.held(Workloads.held(() -> FencedLock.held(uri, prefix + "h:", mode.heldLeaseTime), stats, mode.heldLeases,
                     mode.heldFor));
@@ -234,6 +235,35 @@ public final class Benchmarks {
             medians.add(own.get(own.size() / 2));
         }
         return medians;
+    }
+
+    /**
+     * Ticks of a scheduled job: Fenced's job API, and ShedLock's executor over Fenced's provider and over
+     * ShedLock's Redis provider, on the same Redis, interleaved as the pairs are (each round starts with another
+     * lock). Returns each lock's median round, ShedLock's last.
+     */
+    private static List<Workloads.Ticks> scheduledJobTicks(String uri, String prefix, Mode mode, RedisStats stats) {
+        try (ScheduledJobLock job = ScheduledJobLock.fencedJob(uri, prefix + "jj:");
+                ScheduledJobLock fenced = ScheduledJobLock.fenced(uri, prefix + "jf:");
+                ScheduledJobLock shedLock = ScheduledJobLock.shedLock(uri, prefix + "js:")) {
+            List<ScheduledJobLock> locks = List.of(job, fenced, shedLock);
+            List<List<Workloads.Ticks>> rounds = List.of(new ArrayList<>(), new ArrayList<>(), new ArrayList<>());
+            for (int round = 0; round < mode.warmups + mode.rounds; round++) {
+                for (int k = 0; k < locks.size(); k++) {
+                    int which = (round + k) % locks.size();
+                    Workloads.Ticks result = Workloads.ticks(locks.get(which), stats, mode.serialPairs, "job-" + round);
+                    if (round >= mode.warmups) {
+                        rounds.get(which).add(result);
+                    }
+                }
+            }
+            List<Workloads.Ticks> medians = new ArrayList<>();
+            for (List<Workloads.Ticks> own : rounds) {
+                own.sort((a, b) -> Double.compare(a.ticksPerSecond(), b.ticksPerSecond()));
+                medians.add(own.get(own.size() / 2));
+            }
+            return medians;
+        }
     }
 
     private static Report.Limit limits(BenchRedis redis, Mode mode) {

@@ -2,6 +2,7 @@ package dev.fenced.bench;
 
 import java.lang.management.ManagementFactory;
 import java.time.Duration;
+import java.util.Map;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.function.Supplier;
@@ -98,6 +99,40 @@ final class Workloads {
         return new Contended(lock.label(), workers, seconds, acquired, handoffs.get(), handoffs.get() / seconds,
                 acquired == 0 ? -1 : (double) requests / acquired, acquired == 0 ? -1 : (double) calls / acquired,
                 acquired == 0 ? 0 : (double) handoffs.get() / acquired, waits.percentileMicros(50), waits.percentileMicros(99));
+    }
+
+    /**
+     * Ticks of a scheduled job: one tick after another on one job name (an empty task under the lock, at most for
+     * 30 s, at least for 0), as a scheduler runs them.
+     *
+     * @param requestsPerTick round trips to Redis per tick (the lock's own request commands)
+     * @param commandsPerTick commands Redis executed per tick, including those inside scripts
+     */
+    record Ticks(String lock, int ticks, double ticksPerSecond, double meanMicros, double p50Micros, double p99Micros,
+            double requestsPerTick, double commandsPerTick) {
+    }
+
+    static Ticks ticks(ScheduledJobLock lock, RedisStats stats, int ticks, String job) {
+        Latencies latencies = new Latencies(ticks);
+        Map<String, Long> before = stats.callsByCommand();
+        long commandsBefore = stats.totalCalls();
+        long start = System.nanoTime();
+        for (int i = 0; i < ticks; i++) {
+            long t0 = System.nanoTime();
+            if (!lock.tick(job)) {
+                throw BenchmarkException.notAcquired(lock.label(), job);
+            }
+            latencies.record(System.nanoTime() - t0);
+        }
+        double seconds = (System.nanoTime() - start) / 1e9;
+        long commands = stats.totalCalls() - commandsBefore;
+        Map<String, Long> after = stats.callsByCommand();
+        long requests = 0;
+        for (String command : lock.requestCommands()) {
+            requests += after.getOrDefault(command, 0L) - before.getOrDefault(command, 0L);
+        }
+        return new Ticks(lock.label(), ticks, ticks / seconds, seconds * 1e6 / ticks, latencies.percentileMicros(50),
+                latencies.percentileMicros(99), (double) requests / ticks, (double) commands / ticks);
     }
 
     /** Many leases held, and renewed, at once. */

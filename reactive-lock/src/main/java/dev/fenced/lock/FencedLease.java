@@ -112,6 +112,60 @@ public interface FencedLease {
     Mono<ReleaseOutcome> release();
 
     /**
+     * Releases the lease, but leaves the lock taken until {@code sinceGrant} has passed since the lease was
+     * granted: renewal stops at once, and the remainder becomes the lock's expiry in the lock service
+     * ({@code PEXPIRE} on Redis, {@code expires_at} from the database clock on PostgreSQL), which then frees it by
+     * itself. Nothing renews it afterwards. The remainder is measured on the client's monotonic clock from when
+     * the acquire's reply arrived, which is after the service's grant, and rounded up to whole milliseconds, so the
+     * lock is never freed earlier than {@code sinceGrant} after the grant as the service counts it; it may stay
+     * taken for up to the acquire's round trip longer. If that time has already passed, this is
+     * {@link #release()}. Waiters of any client take the lock once it expires (their timers are bounded by its
+     * remaining time; no release is notified, since none happens).
+     *
+     * <p>Emits {@link ReleaseOutcome#LEFT_TO_EXPIRE} when the lock was held and now expires at the end of the
+     * tail, {@link ReleaseOutcome#RELEASED} when no tail was left (released at once), {@link ReleaseOutcome#NOT_HELD}
+     * when the lease had already been lost, {@link ReleaseOutcome#RETAINED} for a nested view. Afterwards the
+     * lease is not held ({@link #isHeld()} false, {@link #lost()} completed empty), {@link #release()} emits the
+     * same outcome without I/O (so it cannot free the lock early), the client does not count it among its held
+     * leases, and closing the client leaves the lock to expire. Cold, idempotent and fails as {@link #release()}
+     * does. The tail is not bounded by a hold cap: asking for it is asking for the lock to stay taken.
+     *
+     * <p>The default implementation, for leases not made by this library, fails with
+     * {@link UnsupportedOperationException}.
+     *
+     * @param sinceGrant how long after the grant the lock may be free at the earliest: zero or positive, at most
+     *     {@link AcquireOptions#MAX_LEASE_TIME}
+     * @return the outcome; {@link IllegalArgumentException} for a negative or too long duration
+     */
+    default Mono<ReleaseOutcome> releaseNoSoonerThan(Duration sinceGrant) {
+        return Mono.error(new UnsupportedOperationException("releaseNoSoonerThan is not supported by " + getClass().getName()));
+    }
+
+    /**
+     * Moves the lease's hold cap ({@link AcquireOptions#withMaxHold(Duration)}) to {@code fromNow} after now,
+     * later or earlier, and renews the lease at once for no more than that, which also checks that the lock
+     * service still holds it. A lease acquired without a cap gets one. From then on the lease behaves as a lease
+     * acquired with that cap: renewals ask only for what is left of it, and at the cap the lease is released and
+     * lost with {@link LossReason#MAX_HOLD_REACHED}. The new cap is measured from before the renewal was sent.
+     *
+     * <p>Cold. Emits {@code true} once the service extended the lease and the new cap is in force; {@code false},
+     * changing nothing, when the lease is no longer held (released, lost, or found not held by the service, which
+     * loses it with {@link LossReason#NOT_HELD}); fails with {@link LockServiceException} when the service could
+     * not be reached (the lease and its old cap stay as they were). Emits on the client's emission scheduler (by
+     * default {@code Schedulers.parallel()}), never on the thread that renews. A nested view moves the enclosing
+     * lease's cap.
+     *
+     * <p>The default implementation, for leases not made by this library, fails with
+     * {@link UnsupportedOperationException}.
+     *
+     * @param fromNow the new cap, counted from now: at least 10 ms, at most {@link AcquireOptions#MAX_LEASE_TIME}
+     * @return whether the cap was moved; {@link IllegalArgumentException} for a duration out of range
+     */
+    default Mono<Boolean> resetMaxHold(Duration fromNow) {
+        return Mono.error(new UnsupportedOperationException("resetMaxHold is not supported by " + getClass().getName()));
+    }
+
+    /**
      * Tells the lease that storage rejected one of its writes. If storage holds a newer token for the lock
      * (or the same token from another owner), another holder has written since: the client's next acquire of
      * this name takes a token above the stored one (which restores progress when the lock service lost its

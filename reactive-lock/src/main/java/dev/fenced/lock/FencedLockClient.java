@@ -125,6 +125,59 @@ public interface FencedLockClient extends AutoCloseable {
     <T> Flux<T> withLease(String name, AcquireOptions options, Function<? super FencedLease, ? extends Publisher<T>> work);
 
     /**
+     * Runs one tick of a job under its lock: skip if held (by default), hold at most lockAtMostFor, keep the lock
+     * at least lockAtLeastFor (see {@link FencedJob}).
+     *
+     * <p>Subscribing acquires {@code job.name()} with {@link FencedJob#acquireOptions()}, never reusing a lease of
+     * an enclosing scope (a tick inside a {@code withLease} of the same name is skipped, not nested), and skips at
+     * once if a tick of the same job is still running in this client (the second tick is skipped, not queued).
+     * With the lease, it calls {@code work} and subscribes to its publisher with the lease in the Reactor Context
+     * (so {@link FencedLease#current(String)} and fenced writes see it), and waits for it to complete. Then:
+     * <ul>
+     *   <li>the job completed: the lease is released, or with a lockAtLeastFor left to expire that long after the
+     *       grant ({@link FencedLease#releaseNoSoonerThan(Duration)}); {@link JobOutcome.Status#RAN};</li>
+     *   <li>the job failed (or {@code work} threw): the same release; {@link JobOutcome.Status#FAILED} with the
+     *       error;</li>
+     *   <li>the lease was lost: the job is cancelled; {@link JobOutcome.Status#LOST}, or
+     *       {@link JobOutcome.Status#CUT_OFF} when lockAtMostFor was reached (the lock is released there);</li>
+     *   <li>the lock is held: {@link JobOutcome.Status#SKIPPED}; the lock service could not be reached or the client
+     *       is closed: {@link JobOutcome.Status#UNAVAILABLE}, logged with the reason (at WARN; at DEBUG for a closed
+     *       client, as during shutdown).</li>
+     * </ul>
+     * The returned Mono never errors (only a {@code null} argument is an error), so a schedule built on it keeps
+     * running. Cancelling it cancels the job and releases the lease at once (no lockAtLeastFor tail: the job did
+     * not end). Closing the client while a job runs loses its lease ({@link LossReason#CLIENT_CLOSED}): the job is
+     * cancelled and the lease released. Each tick is reported to the client's {@link LockObserver#jobStarted}. The
+     * job runs on the thread that emitted the lease (the driver's I/O thread or the client's emission scheduler):
+     * blocking work must move itself off it ({@code subscribeOn(Schedulers.boundedElastic())}).
+     *
+     * <p>This default implementation runs the job through this client's public API, without observing it and
+     * without the check for a tick still running; the clients of {@link #builder()} do both.
+     *
+     * @param job the job
+     * @param work makes the job's publisher; called once per tick, after the lock was taken
+     * @return the tick's outcome
+     */
+    default Mono<JobOutcome> runJob(FencedJob job, java.util.function.Supplier<? extends Publisher<?>> work) {
+        return dev.fenced.lock.internal.JobRunner.standalone(this).run(job, work);
+    }
+
+    /**
+     * Runs one tick of a job whose work is a cold publisher (a {@code Mono} or {@code Flux} subscribed once per tick),
+     * as {@link #runJob(FencedJob, java.util.function.Supplier)} does.
+     *
+     * @param job the job
+     * @param work the job's publisher, subscribed after the lock was taken
+     * @return the tick's outcome
+     */
+    default Mono<JobOutcome> runJob(FencedJob job, Publisher<?> work) {
+        if (work == null) {
+            return Mono.error(new NullPointerException("work must not be null"));
+        }
+        return runJob(job, () -> work);
+    }
+
+    /**
      * Sends one round trip to the lock service ({@code PING} on the lock connection), for health checks.
      *
      * @return the round-trip time; {@link LockServiceException} if the service cannot be reached within the
@@ -138,6 +191,66 @@ public interface FencedLockClient extends AutoCloseable {
      * @return the count
      */
     int heldLeases();
+
+    /**
+     * The fleet view: every lock under this client's key prefix whose name matches {@code pattern} and that is
+     * held now, by any instance, read from the lock server. In the pattern {@code *} stands for any run of
+     * characters and every other character for itself ({@code ?}, {@code [}, {@code %}, {@code _} and
+     * {@code \} included: they are escaped for the server), so {@code "invoice:*"} lists the invoice locks and
+     * {@code "*"} all of them; no pattern reaches keys outside the prefix.
+     *
+     * <p>Subscribing starts reading; locks come in pages of at most 500 ({@code SCAN} with a bounded
+     * {@code COUNT} on Redis, each primary of a cluster in turn, never {@code KEYS}; keyset pages of the lease
+     * table on PostgreSQL), and a page is read only when the subscriber asks for more than the pages already
+     * read hold, so memory stays bounded whatever the number of locks: a subscriber that requests one at a time
+     * holds at most one page beyond the one it reads. Cancelling stops reading. A lock held during the whole
+     * listing is listed exactly once; one taken or released meanwhile may be listed or not. The order is the
+     * server's (the table's order of lock ids on PostgreSQL), not sorted by name on Redis. Signals arrive on the
+     * driver's I/O thread; do not block there. Owner ids are never shown.
+     *
+     * @param pattern the names to list: not empty, at most 1024 characters, no control characters or braces
+     * @return the held locks; errors: {@link LockServiceException}, {@link LockClientClosedException},
+     *     {@link IllegalArgumentException} for a bad pattern
+     */
+    Flux<LockInfo> locks(String pattern);
+
+    /**
+     * One lock of the fleet view ({@link #locks(String)}), by its exact name: one read on the lock server.
+     *
+     * @param name the lock name
+     * @return the lock, or empty when nobody holds it; errors as {@link #locks(String)},
+     *     {@link IllegalArgumentException} for a bad name
+     */
+    Mono<LockInfo> lock(String name);
+
+    /**
+     * Breaks the lock {@code name}, whoever holds it, so that the broken holder's later fenced writes are refused
+     * by storage. In one atomic step on the lock server (a script on Redis, one statement on PostgreSQL) the
+     * lock is deleted and the name's token counter is left at least at the broken token, so the next grant's token
+     * is above it in either {@link TokenScheme}; waiters are notified. It needs no owner id and does not depend on
+     * this client holding anything.
+     *
+     * <p>What it guarantees: the broken holder's lease is lost ({@link LossReason#NOT_HELD}) at its next
+     * renewal at the latest (its renewals and its release compare owner and token, and find neither); the next
+     * holder's token is above the broken one, so once the next holder has written to fenced storage, the storage
+     * refuses every write of the broken holder ({@link StaleFencingTokenException}); a fenced write that checks the
+     * lease row in its transaction ({@code FencedWrite.checkLease} on PostgreSQL) is refused at once. What it does
+     * not: writes the broken holder made before, or without the token (files, e-mails, calls to other services), are
+     * not undone or prevented; until the next holder writes, a token-only fenced write of the broken holder is
+     * still accepted (the storage has seen no newer token); and the broken holder's work goes on until its client
+     * notices the loss.
+     *
+     * <p>Idempotent: a lock that is not held (free, expired, broken already) changes nothing and answers
+     * {@link ForceReleaseResult.Outcome#NOT_HELD}, not an error. Each call is logged (WARN when a lock was broken,
+     * with the lock name, the broken token, the holder label and {@code reason}; INFO otherwise) and reported to
+     * the {@linkplain LockObserver#forceReleased observer}. Cold: nothing is sent until subscription.
+     *
+     * @param name the lock name
+     * @param reason who breaks it and why, for the log: not blank, at most 500 characters, no control characters
+     * @return the outcome; errors: {@link LockServiceException}, {@link LockClientClosedException},
+     *     {@link IllegalArgumentException} for a bad name or reason
+     */
+    Mono<ForceReleaseResult> forceRelease(String name, String reason);
 
     /**
      * Closes the client: new acquires fail with {@link LockClientClosedException}, waits in progress end

@@ -1,6 +1,7 @@
 package dev.fenced.lock;
 
 import dev.fenced.lock.internal.ClientSettings;
+import dev.fenced.lock.internal.HolderLabels;
 import dev.fenced.lock.internal.KeyLayout;
 import dev.fenced.lock.internal.LeasingLockClient;
 import dev.fenced.lock.internal.redis.RedisTarget;
@@ -46,6 +47,11 @@ public final class FencedLockClientBuilder {
     private int maxWaitersPerLock = Integer.MAX_VALUE;
     private @Nullable Scheduler emissionScheduler;
     private @Nullable Duration maxHold;
+    /** The label to store with grants: {@code null} for the default, the empty string for none. */
+    private @Nullable String holderLabel;
+
+    /** The longest accepted {@linkplain #holderLabel(String) holder label}, 200 characters. */
+    public static final int MAX_HOLDER_LABEL_LENGTH = HolderLabels.MAX_LENGTH;
 
     FencedLockClientBuilder() {
     }
@@ -362,6 +368,53 @@ public final class FencedLockClientBuilder {
     }
 
     /**
+     * The holder label: a description of this instance that the client stores with every grant, so that the
+     * {@linkplain FencedLockClient#locks(String) fleet view} of every instance can say who holds a lock (the owner
+     * id, a capability, is never shown). Default: {@link #defaultHolderLabel(String) defaultHolderLabel(null)},
+     * the host and the process id. It costs one write per grant and nothing per renewal: on Redis a key
+     * {@code prefix{name}:holder} holding {@code token label} (it never expires, like the token counter, and is
+     * shown only while the lock holds that token); on PostgreSQL the row's {@code holder} column.
+     *
+     * @param label not blank, at most {@value #MAX_HOLDER_LABEL_LENGTH} characters, no control characters
+     * @return this builder
+     * @throws IllegalArgumentException if the label is blank, too long or has control characters
+     */
+    public FencedLockClientBuilder holderLabel(String label) {
+        Objects.requireNonNull(label, "holderLabel must not be null");
+        String problem = HolderLabels.problemWith(label);
+        if (!problem.isEmpty()) {
+            throw new IllegalArgumentException(problem);
+        }
+        this.holderLabel = label;
+        return this;
+    }
+
+    /**
+     * Stores no holder label with grants: the acquire writes nothing more than the lock and its counter, and the
+     * fleet view shows no holder for this client's locks. Undone by {@link #holderLabel(String)}.
+     *
+     * @return this builder
+     */
+    public FencedLockClientBuilder noHolderLabel() {
+        this.holderLabel = "";
+        return this;
+    }
+
+    /**
+     * The default holder label: {@code application@host (pid N)}, or {@code host (pid N)} without an application
+     * name. The host is the {@code HOSTNAME} (or {@code COMPUTERNAME}) environment variable, else the local host
+     * name, looked up once per JVM (it may block on a name lookup: not on an event loop). Control characters
+     * become {@code ?}, and the label is cut to {@value #MAX_HOLDER_LABEL_LENGTH} characters.
+     *
+     * @param applicationName the application's name (the starter passes {@code spring.application.name}), or
+     *     {@code null}
+     * @return the label
+     */
+    public static String defaultHolderLabel(@Nullable String applicationName) {
+        return HolderLabels.defaultLabel(applicationName);
+    }
+
+    /**
      * Builds the client. No connection is made until the first command needs one.
      *
      * @return a new client
@@ -393,6 +446,7 @@ public final class FencedLockClientBuilder {
             throw new IllegalStateException("The replica acknowledgement timeout (" + replicaAcks.timeout()
                     + ") must be shorter than the command timeout (" + settings.commandTimeout() + "): WAIT is a command");
         }
-        return LeasingLockClient.create(where.open(settings, replicaAcks), settings);
+        String label = holderLabel == null ? HolderLabels.defaultLabel(null) : holderLabel;
+        return LeasingLockClient.create(where.open(settings, replicaAcks, label.isEmpty() ? null : label), settings);
     }
 }

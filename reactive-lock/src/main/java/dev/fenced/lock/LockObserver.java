@@ -62,11 +62,40 @@ public interface LockObserver {
     }
 
     /**
+     * A {@linkplain FencedLockClient#forceRelease(String, String) force-release} ended.
+     *
+     * @param name the lock name
+     * @param outcome whether a holder's lock was broken
+     * @param reason the reason given for it
+     */
+    default void forceReleased(String name, ForceReleaseResult.Outcome outcome, String reason) {
+    }
+
+    /**
+     * A {@linkplain FencedLockClient#locks(String) fleet view} was read to its end (not cancelled, not failed).
+     *
+     * @param count how many held locks it listed
+     */
+    default void fleetListed(long count) {
+    }
+
+    /**
      * Called once when the client is built, with a live count of the leases it holds.
      *
      * @param heldLeases the number of held leases, read when a gauge is sampled
      */
     default void heldLeases(IntSupplier heldLeases) {
+    }
+
+    /**
+     * A tick of a job started ({@link FencedLockClient#runJob(FencedJob, java.util.function.Supplier)}), before its
+     * acquire.
+     *
+     * @param job the job's name
+     * @return the handle told how the tick ended
+     */
+    default JobObservation jobStarted(String job) {
+        return JobObservation.NONE;
     }
 
     /** How an acquire ended. */
@@ -81,6 +110,26 @@ public interface LockObserver {
         FAILED,
         /** The subscriber cancelled before an outcome. */
         CANCELLED
+    }
+
+    /** The end of one observed tick of a job. */
+    @FunctionalInterface
+    interface JobObservation {
+
+        /** A handle that records nothing. */
+        JobObservation NONE = outcome -> {
+        };
+
+        /**
+         * The tick ended with an outcome.
+         *
+         * @param outcome how
+         */
+        void ended(JobOutcome outcome);
+
+        /** The tick was cancelled before it had an outcome (its subscriber left, as a stopping schedule does). */
+        default void cancelled() {
+        }
     }
 
     /** The end of one observed acquire. */

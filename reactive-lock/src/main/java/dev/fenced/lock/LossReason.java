@@ -30,6 +30,13 @@ public enum LossReason {
     SERVER_CHANGED("the lock service restarted, failed over or lost its data (its run_id or replication id changed)"),
 
     /**
+     * The lease reached its hold cap ({@link AcquireOptions#withMaxHold(java.time.Duration)}, or as moved by
+     * {@link FencedLease#resetMaxHold(java.time.Duration)}): it was not renewed past the cap and was released
+     * there, on purpose, while its holder still held it.
+     */
+    MAX_HOLD_REACHED("it reached its maximum hold time and was released"),
+
+    /**
      * The client's scheduler rejected work while the client was open, so nothing could renew the lease: an
      * injected scheduler was disposed under the client. {@code StepVerifier.withVirtualTime} disposes its
      * scheduler when the verification ends, so a second verification on the same client hits this.

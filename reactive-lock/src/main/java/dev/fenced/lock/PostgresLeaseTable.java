@@ -26,7 +26,10 @@ import reactor.core.scheduler.Schedulers;
  *
  * <p>The DDL ships as the resource {@code dev/fenced/lock/internal/postgres/lease-table.sql} (table
  * {@value #DEFAULT_NAME}). Its columns are public: {@code lock_id} (the lease's {@link FencedLease#lockId()}),
- * {@code owner} ({@link FencedLease#ownerId()}, {@code NULL} while free), {@code token} and {@code expires_at}.
+ * {@code owner} ({@link FencedLease#ownerId()}, {@code NULL} while free), {@code token}, {@code expires_at} and
+ * {@code holder} (the {@linkplain FencedLockClientBuilder#holderLabel(String) holder label} of the latest grant,
+ * for the fleet view). A table created by a version without {@code holder} gets it from {@link #create} (or run
+ * {@link #upgradeDdl()} yourself); until then the clients work without labels (one WARN line each).
  * r2dbc-fencing reads them to check a lease in the transaction of a fenced write ({@code FencedWrite.checkLease}):
  * that check locks the row {@code FOR KEY SHARE}, and the store's acquire locks a row {@code FOR UPDATE}, so the
  * lock is granted to no other owner until the write's transaction ends, while renewals and releases (which lock
@@ -103,7 +106,18 @@ public final class PostgresLeaseTable {
     }
 
     /**
-     * Creates the table if it does not exist, on a connection of its own. Cold: subscribing sends the DDL.
+     * The statement that brings a table created by an earlier version up to this one: it adds the {@code holder}
+     * column if it is missing, and does nothing otherwise (idempotent). {@link #create} runs it too.
+     *
+     * @return the {@code ALTER TABLE … ADD COLUMN IF NOT EXISTS} statement
+     */
+    public String upgradeDdl() {
+        return "ALTER TABLE \"" + name.replace(".", "\".\"") + "\" ADD COLUMN IF NOT EXISTS holder text";
+    }
+
+    /**
+     * Creates the table if it does not exist, and adds what a table created by an earlier version lacks
+     * ({@link #upgradeDdl()}), on a connection of its own. Idempotent. Cold: subscribing sends the DDL.
      *
      * @param connectionFactory the connection factory of the database
      * @return completion; the driver's error if the DDL fails
@@ -114,7 +128,9 @@ public final class PostgresLeaseTable {
         return Mono.fromCallable(this::ddl)
                 .subscribeOn(Schedulers.boundedElastic())
                 .flatMap(ddl -> Mono.usingWhen(connectionFactory.create(),
-                        c -> Flux.from(c.createStatement(ddl).execute()).flatMap(Result::getRowsUpdated).then(),
+                        c -> Flux.from(c.createStatement(ddl).execute()).flatMap(Result::getRowsUpdated)
+                                .thenMany(Flux.from(c.createStatement(upgradeDdl()).execute()).flatMap(Result::getRowsUpdated))
+                                .then(),
                         Connection::close));
     }
 

@@ -8,6 +8,7 @@ import dev.fenced.lock.internal.redis.RedisTarget;
 import dev.fenced.lock.internal.redis.ReplicaAcks;
 import io.r2dbc.spi.ConnectionFactory;
 import java.util.Objects;
+import org.jspecify.annotations.Nullable;
 
 /**
  * Where a client keeps its leases: the one description of the target that {@link FencedLockClientBuilder}
@@ -27,6 +28,16 @@ sealed interface StoreTarget {
     LeaseStore open(ClientSettings settings, ReplicaAcks acks);
 
     /**
+     * Opens the store, whose grants record a holder label for the fleet view.
+     *
+     * @param settings the client settings
+     * @param acks the replica acknowledgement required of an acquire (Redis only, checked by the builder)
+     * @param holderLabel the label, already validated, or {@code null} for none
+     * @return the store
+     */
+    LeaseStore open(ClientSettings settings, ReplicaAcks acks, @Nullable String holderLabel);
+
+    /**
      * Locks on Redis or Valkey.
      *
      * @param target the deployment
@@ -41,6 +52,11 @@ sealed interface StoreTarget {
         @Override
         public LeaseStore open(ClientSettings settings, ReplicaAcks acks) {
             return RedisLeaseStore.open(target, settings, acks);
+        }
+
+        @Override
+        public LeaseStore open(ClientSettings settings, ReplicaAcks acks, @Nullable String holderLabel) {
+            return RedisLeaseStore.open(target, settings, acks, holderLabel);
         }
     }
 
@@ -61,6 +77,11 @@ sealed interface StoreTarget {
         @Override
         public LeaseStore open(ClientSettings settings, ReplicaAcks acks) {
             return PostgresLeaseStore.open(connectionFactory, table.name(), settings);
+        }
+
+        @Override
+        public LeaseStore open(ClientSettings settings, ReplicaAcks acks, @Nullable String holderLabel) {
+            return PostgresLeaseStore.open(connectionFactory, table.name(), settings, holderLabel);
         }
     }
 }

@@ -183,4 +183,52 @@ class FencedLockClientBuilderTest {
         assertThatThrownBy(() -> defaults.withMaxWait(Duration.ofDays(3)))
                 .hasMessage("maxWait must be between 0 and 1 day, was PT72H");
     }
+
+    @Test
+    void holderLabelsAreRefusedWhenBlankTooLongOrWithControlCharacters() {
+        FencedLockClientBuilder builder = FencedLockClient.builder();
+        assertThatThrownBy(() -> builder.holderLabel(" ")).isInstanceOf(IllegalArgumentException.class)
+                .hasMessage("holderLabel must not be blank");
+        assertThatThrownBy(() -> builder.holderLabel("x".repeat(201))).isInstanceOf(IllegalArgumentException.class)
+                .hasMessage("holderLabel must be at most 200 characters, was 201");
+        assertThatThrownBy(() -> builder.holderLabel("web-1\nFORGED LOG LINE")).isInstanceOf(IllegalArgumentException.class)
+                .hasMessage("holderLabel must not contain control characters, was 'web-1?FORGED LOG LINE'");
+        assertThatThrownBy(() -> builder.holderLabel(null)).isInstanceOf(NullPointerException.class)
+                .hasMessage("holderLabel must not be null");
+        assertThat(builder.holderLabel("x".repeat(200))).isSameAs(builder);
+    }
+
+    @Test
+    void theDefaultHolderLabelNamesTheApplicationTheHostAndTheProcess() {
+        String pid = "(pid " + ProcessHandle.current().pid() + ")";
+        assertThat(FencedLockClientBuilder.defaultHolderLabel("orders")).startsWith("orders@").endsWith(" " + pid);
+        assertThat(FencedLockClientBuilder.defaultHolderLabel(null)).doesNotContain("@").endsWith(" " + pid);
+        String cleaned = FencedLockClientBuilder.defaultHolderLabel("bad\tname" + "y".repeat(300));
+        assertThat(cleaned).startsWith("bad?name").hasSize(FencedLockClientBuilder.MAX_HOLDER_LABEL_LENGTH);
+    }
+
+    @Test
+    void fleetViewAndForceReleaseRefuseBadArgumentsBeforeAnyIo() {
+        FencedLockClient unreachable = FencedLockClient.builder().redisUri("redis://127.0.0.1:1").build();
+        try {
+            StepVerifier.create(unreachable.locks("a{b}*")).verifyErrorSatisfies(e -> assertThat(e)
+                    .isInstanceOf(IllegalArgumentException.class)
+                    .hasMessage("Lock name pattern must not contain braces, was 'a{b}*'"));
+            StepVerifier.create(unreachable.lock("")).verifyErrorSatisfies(e -> assertThat(e)
+                    .isInstanceOf(IllegalArgumentException.class).hasMessage("Lock name must not be blank"));
+            StepVerifier.create(unreachable.forceRelease("job", " ")).verifyErrorSatisfies(e -> assertThat(e)
+                    .isInstanceOf(IllegalArgumentException.class)
+                    .hasMessage("reason must not be blank: say who breaks the lock and why"));
+            StepVerifier.create(unreachable.forceRelease("job", "ops\r\nforged")).verifyErrorSatisfies(e -> assertThat(e)
+                    .isInstanceOf(IllegalArgumentException.class)
+                    .hasMessage("reason must not contain control characters, was 'ops??forged'"));
+            StepVerifier.create(unreachable.forceRelease("job", "r".repeat(501))).verifyErrorSatisfies(e -> assertThat(e)
+                    .isInstanceOf(IllegalArgumentException.class)
+                    .hasMessage("reason must be at most 500 characters, was 501"));
+            StepVerifier.create(unreachable.forceRelease("a{b}", "ops")).verifyErrorSatisfies(e -> assertThat(e)
+                    .isInstanceOf(IllegalArgumentException.class).hasMessage("Lock name must not contain braces, was 'a{b}'"));
+        } finally {
+            unreachable.close();
+        }
+    }
 }

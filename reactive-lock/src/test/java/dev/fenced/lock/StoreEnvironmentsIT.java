@@ -194,9 +194,17 @@ class StoreEnvironmentsIT {
         FencedLease taken = next.get(BOUND.toMillis(), TimeUnit.MILLISECONDS);
         assertThat(taken.token()).isGreaterThan(held.token());
         StepVerifier.create(b.withLease("acl-scope", lease -> Mono.just(lease.token()))).expectNextCount(1).verifyComplete();
+        // The fleet view (SCAN and the inspect script) and force-release, with the README's permissions.
+        StepVerifier.create(a.locks("acl*").map(LockInfo::token)).expectNext(taken.token()).verifyComplete();
+        StepVerifier.create(a.lock("acl").map(LockInfo::token)).expectNext(taken.token()).verifyComplete();
         StepVerifier.create(taken.release()).expectNext(ReleaseOutcome.RELEASED).verifyComplete();
         assertThat(events.list).as("nothing refused (a refused SUBSCRIBE or INFO is a WARN line)")
                 .noneSatisfy(e -> assertThat(e.getLevel().isGreaterOrEqual(Level.WARN)).isTrue());
+        // Last: a force-release logs a WARN line of its own.
+        FencedLease toBreak = a.acquire("acl-broken").block(BOUND);
+        assertThat(toBreak).isNotNull();
+        StepVerifier.create(b.forceRelease("acl-broken", "ACL cell").map(ForceReleaseResult::token))
+                .expectNext(toBreak.token()).verifyComplete();
     }
 
     @ParameterizedTest(name = "{0}, contended hand-over")
@@ -294,6 +302,103 @@ class StoreEnvironmentsIT {
         StepVerifier.create(held.lost())
                 .assertNext(loss -> assertThat(loss.reason()).isEqualTo(LossReason.SCHEDULER_REJECTED))
                 .verifyComplete();
+    }
+
+    @ParameterizedTest(name = "{0}, hold cap")
+    @MethodSource("stores")
+    void aHoldCapBoundsTheLocksExpiryInTheStoreAndEndsTheLeaseThere(Store store) throws InterruptedException {
+        Cell cell = cell(store);
+        FencedLockClient locks = client(cell, FencedLockClient.builder().leaseTime(Duration.ofSeconds(3)));
+        FencedLockClient other = client(cell, FencedLockClient.builder().leaseTime(Duration.ofSeconds(3)));
+        Duration cap = Duration.ofMillis(3_500);
+        long before = System.nanoTime();
+        FencedLease lease = locks.acquire("capped", AcquireOptions.defaults().withMaxHold(cap)).block(BOUND);
+        assertThat(lease).isNotNull();
+        CompletableFuture<LeaseLostException> lost = lease.lost().toFuture();
+
+        // Every renewal asks only for what is left of the cap: the store's expiry never lies past it (slack: the
+        // renewal's way to the store).
+        while (!lost.isDone()) {
+            long capLeftMillis = TimeUnit.NANOSECONDS.toMillis(before + cap.toNanos() - System.nanoTime());
+            long remaining = cell.env.remainingMillis(lease.lockId());
+            assertThat(remaining).as("the store's expiry of a capped lock").isLessThanOrEqualTo(capLeftMillis + 100);
+            Thread.sleep(50);
+        }
+
+        assertThat(lost.join().reason()).isEqualTo(LossReason.MAX_HOLD_REACHED);
+        await("the capped lock is freed", () -> !cell.env.holds(lease.lockId()));
+        assertThat(other.tryAcquire("capped").blockOptional(BOUND)).as("free for another client").isPresent();
+    }
+
+    @ParameterizedTest(name = "{0}, release no sooner than")
+    @MethodSource("stores")
+    void aReleaseWithATailLeavesTheLockToTheStoresExpiry(Store store) {
+        Cell cell = cell(store);
+        FencedLockClient locks = client(cell, FencedLockClient.builder().leaseTime(Duration.ofSeconds(3)));
+        FencedLockClient other = client(cell, FencedLockClient.builder().leaseTime(Duration.ofSeconds(3)));
+        long before = System.nanoTime();
+        FencedLease lease = locks.acquire("tail").block(BOUND);
+        assertThat(lease).isNotNull();
+
+        StepVerifier.create(lease.releaseNoSoonerThan(Duration.ofMillis(2_500)))
+                .expectNext(ReleaseOutcome.LEFT_TO_EXPIRE).verifyComplete();
+        long remaining = cell.env.remainingMillis(lease.lockId());
+        long floor = 2_500 - TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - before);
+
+        // The store's own expiry holds the tail: never shorter than 2.5 s after the grant.
+        assertThat(remaining).as("the store's expiry").isGreaterThanOrEqualTo(floor - 1).isLessThanOrEqualTo(2_600);
+        assertThat(lease.isHeld()).isFalse();
+        assertThat(locks.heldLeases()).isZero();
+        assertThat(other.tryAcquire("tail").blockOptional(BOUND)).as("refused during the tail").isEmpty();
+        locks.close();
+        assertThat(cell.env.holds(lease.lockId())).as("close leaves the tail in place").isTrue();
+
+        FencedLease next = other.acquire("tail", AcquireOptions.defaults().withMaxWait(Duration.ofSeconds(10))).block(BOUND);
+        assertThat(next).isNotNull();
+        assertThat(TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - before)).as("granted after the tail")
+                .isGreaterThanOrEqualTo(2_500);
+        assertThat(next.token()).isGreaterThan(lease.token());
+    }
+
+    @ParameterizedTest(name = "{0}, a job on two instances")
+    @MethodSource("stores")
+    void aJobOnTwoInstancesRunsOnOneAndKeepsItsLockAtLeastForByTheStoresClock(Store store) {
+        Cell cell = cell(store);
+        FencedLockClient one = client(cell, FencedLockClient.builder().leaseTime(Duration.ofSeconds(3)));
+        FencedLockClient two = client(cell, FencedLockClient.builder().leaseTime(Duration.ofSeconds(3)));
+        FencedJob job = FencedJob.of("report", Duration.ofSeconds(20)).withLockAtLeastFor(Duration.ofSeconds(3));
+        List<Long> tokensSeen = Collections.synchronizedList(new ArrayList<>());
+        Mono<Void> work = FencedLease.current("report").doOnNext(lease -> tokensSeen.add(lease.token()))
+                .then(Mono.delay(Duration.ofMillis(300))).then();
+
+        List<JobOutcome> outcomes = Flux.merge(one.runJob(job, work), two.runJob(job, work)).collectList().block(BOUND);
+
+        assertThat(outcomes).extracting(JobOutcome::status)
+                .containsExactlyInAnyOrder(JobOutcome.Status.RAN, JobOutcome.Status.SKIPPED);
+        JobOutcome ran = outcomes.stream().filter(JobOutcome::ran).findFirst().orElseThrow();
+        assertThat(tokensSeen).as("the job saw its lease in the Context").containsExactly(ran.token());
+        String lockId = cell.prefix + "{report}";
+        assertThat(cell.env.remainingMillis(lockId)).as("the tail is the store's expiry").isPositive()
+                .isLessThanOrEqualTo(3_100);
+        assertThat(one.heldLeases() + two.heldLeases()).isZero();
+        assertThat(one.runJob(job, work).block(BOUND).status()).as("skipped during the tail").isEqualTo(JobOutcome.Status.SKIPPED);
+    }
+
+    @ParameterizedTest(name = "{0}, a job cut off at lockAtMostFor")
+    @MethodSource("stores")
+    void aJobThatOverrunsLockAtMostForIsCancelledAndItsLockFreed(Store store) throws InterruptedException {
+        Cell cell = cell(store);
+        FencedLockClient one = client(cell, FencedLockClient.builder().leaseTime(Duration.ofSeconds(3)));
+        FencedLockClient two = client(cell, FencedLockClient.builder().leaseTime(Duration.ofSeconds(3)));
+        FencedJob job = FencedJob.of("overrun", Duration.ofMillis(1_500));
+        CompletableFuture<Boolean> cancelled = new CompletableFuture<>();
+
+        JobOutcome outcome = one.runJob(job, Mono.never().doOnCancel(() -> cancelled.complete(true))).block(BOUND);
+
+        assertThat(outcome.status()).isEqualTo(JobOutcome.Status.CUT_OFF);
+        assertThat(cancelled).isCompletedWithValue(true);
+        await("the lock is freed", () -> !cell.env.holds(cell.prefix + "{overrun}"));
+        assertThat(two.runJob(job, Mono.empty()).block(BOUND).status()).isEqualTo(JobOutcome.Status.RAN);
     }
 
     @ParameterizedTest(name = "{0}, Hooks.resetOnNextDropped() before the client is built")
@@ -421,6 +526,9 @@ class StoreEnvironmentsIT {
         /** Whether the store holds the lock now (a lock key, or a row with an owner whose lease runs). */
         boolean holds(String lockId);
 
+        /** How long the lock has left by the store's clock, in ms ({@code PTTL}, or the row's {@code expires_at}). */
+        long remainingMillis(String lockId);
+
         default void createUser(String user, String password, List<String> rules) {
             throw new UnsupportedOperationException("no users on " + this);
         }
@@ -519,6 +627,12 @@ class StoreEnvironmentsIT {
         }
 
         @Override
+        public long remainingMillis(String lockId) {
+            Object ttl = nodeOf.apply(lockId).call("PTTL", lockId);
+            return ttl instanceof Long n ? n : (Long) ((List<?>) ttl).get(0);
+        }
+
+        @Override
         public String clients(String lockId) {
             Object clients = nodeOf.apply(lockId).call("CLIENT", "LIST");
             return clients instanceof List<?> l ? String.valueOf(l.get(0)) : String.valueOf(clients);
@@ -592,6 +706,16 @@ class StoreEnvironmentsIT {
                             .concatMap(r -> r.map((row, meta) -> row.get(0, Long.class))),
                     Connection::close).blockFirst(BOUND);
             return held != null && held > 0;
+        }
+
+        @Override
+        public long remainingMillis(String lockId) {
+            Long left = Flux.usingWhen(pool.create(),
+                    c -> Flux.from(c.createStatement("SELECT floor(extract(epoch FROM (expires_at - clock_timestamp())) * 1000)::bigint"
+                                    + " FROM " + TABLE.name() + " WHERE lock_id = $1 AND owner IS NOT NULL").bind(0, lockId).execute())
+                            .concatMap(r -> r.map((row, meta) -> row.get(0, Long.class))),
+                    Connection::close).blockFirst(BOUND);
+            return left == null ? -2 : left;
         }
 
         @Override

@@ -44,26 +44,30 @@ final class AcquireAttempt {
      *
      * @param name the lock name
      * @param leaseNanos the lease time
+     * @param capNanos the hold cap, or 0 for none
      * @return the lease, or the holder's remaining time
      */
-    Mono<Result> run(String name, long leaseNanos) {
-        return run(name, leaseNanos, (owner, leaseMillis, floor) -> runtime.store().acquire(name, owner, leaseMillis, floor));
+    Mono<Result> run(String name, long leaseNanos, long capNanos) {
+        return run(name, leaseNanos, capNanos,
+                (owner, leaseMillis, floor) -> runtime.store().acquire(name, owner, leaseMillis, floor));
     }
 
     /**
      * Makes one attempt whose store call is {@code send} (a hand-off from a releasing lease, say), with the same
-     * owner id, floor, undo and grant as {@link #run(String, long)}.
+     * owner id, floor, undo and grant as {@link #run(String, long, long)}. With a hold cap shorter than the lease
+     * time, the store is asked for the cap only.
      *
      * @param name the lock name
      * @param leaseNanos the lease time
+     * @param capNanos the hold cap, or 0 for none
      * @param send the store call for the attempt's owner id
      * @return the lease, or the holder's remaining time
      */
-    Mono<Result> run(String name, long leaseNanos, Sender send) {
+    Mono<Result> run(String name, long leaseNanos, long capNanos, Sender send) {
         return Mono.<Result>create(sink -> {
             String owner = ownerIds.next();
             long floor = runtime.floors().of(name);
-            long leaseMillis = TimeUnit.NANOSECONDS.toMillis(leaseNanos);
+            long leaseMillis = TimeUnit.NANOSECONDS.toMillis(capNanos > 0 ? Math.min(leaseNanos, capNanos) : leaseNanos);
             AtomicInteger state = new AtomicInteger(PENDING);
             sink.onCancel(() -> state.compareAndSet(PENDING, CANCELLED));
             long sentAt = runtime.now(); // deadlines count from before the command is sent
@@ -85,7 +89,8 @@ final class AcquireAttempt {
                             sink.error(LockClientClosedException.of(name));
                             return;
                         }
-                        HeldLease lease = grants.grant(name, owner, reply.token(), leaseNanos, sentAt);
+                        HeldLease lease = grants.grant(name, owner, reply.token(), leaseNanos, capNanos, sentAt,
+                                runtime.now());
                         if (closed.getAsBoolean()) {
                             // Close began while the lease was being registered: it may have missed it. Never
                             // emit a lease to a closing client; end it (the close may have ended it already).
@@ -139,9 +144,11 @@ final class AcquireAttempt {
          * @param owner the owner id
          * @param token the token
          * @param leaseNanos the lease time
+         * @param capNanos the hold cap, or 0 for none
          * @param sentAt when the acquire was sent, by the monotonic clock
+         * @param repliedAt when its reply arrived, by the monotonic clock
          * @return the held lease
          */
-        HeldLease grant(String name, String owner, long token, long leaseNanos, long sentAt);
+        HeldLease grant(String name, String owner, long token, long leaseNanos, long capNanos, long sentAt, long repliedAt);
     }
 }

@@ -58,6 +58,7 @@ final class AcquireWaiter {
     private final AcquireAttempt attempts;
     private final String name;
     private final long leaseNanos;
+    private final long capNanos;
     private final Duration maxWait;
     private final int maxWaiters;
     private final long startedAt;
@@ -71,12 +72,13 @@ final class AcquireWaiter {
     private @Nullable Disposable deadline;
 
     private AcquireWaiter(LeaseRuntime runtime, Waiters waiters, AcquireAttempt attempts, String name, long leaseNanos,
-            Duration maxWait, int maxWaiters, long startedAt, MonoSink<HeldLease> sink) {
+            long capNanos, Duration maxWait, int maxWaiters, long startedAt, MonoSink<HeldLease> sink) {
         this.runtime = runtime;
         this.waiters = waiters;
         this.attempts = attempts;
         this.name = name;
         this.leaseNanos = leaseNanos;
+        this.capNanos = capNanos;
         this.maxWait = maxWait;
         this.maxWaiters = maxWaiters;
         this.startedAt = startedAt;
@@ -96,21 +98,21 @@ final class AcquireWaiter {
      * {@link LockClientClosedException} whatever the command's outcome.
      */
     static Mono<HeldLease> waitFor(LeaseRuntime runtime, Waiters waiters, AcquireAttempt attempts, String name,
-            long leaseNanos, Duration maxWait, int maxWaiters) {
+            long leaseNanos, long capNanos, Duration maxWait, int maxWaiters) {
         return Mono.defer(() -> {
             if (maxWait.compareTo(runtime.commandTimeout()) <= 0 || waiters.hasWaiters(name)) {
-                return Mono.create(sink -> new AcquireWaiter(runtime, waiters, attempts, name, leaseNanos, maxWait,
+                return Mono.create(sink -> new AcquireWaiter(runtime, waiters, attempts, name, leaseNanos, capNanos, maxWait,
                         maxWaiters, runtime.now(), sink).start());
             }
             long startedAt = runtime.now();
-            return attempts.run(name, leaseNanos)
+            return attempts.run(name, leaseNanos, capNanos)
                     // As a waiter's would: a first attempt cut off by close (its connection closed) ends with close's error.
                     .onErrorMap(e -> waiters.isClosed() && !(e instanceof LockClientClosedException),
                             e -> LockClientClosedException.of(name))
                     .flatMap(first -> {
                         HeldLease lease = first.lease();
                         return lease != null ? Mono.just(lease) : Mono.<HeldLease>create(sink -> new AcquireWaiter(runtime,
-                                waiters, attempts, name, leaseNanos, maxWait, maxWaiters, startedAt, sink)
+                                waiters, attempts, name, leaseNanos, capNanos, maxWait, maxWaiters, startedAt, sink)
                                 .afterBusyFirstAttempt(first));
                     });
         });
@@ -324,7 +326,7 @@ final class AcquireWaiter {
         // Not a lambda subscriber: disposed as a result arrives, a lambda subscriber drops the result
         // (onNextDropped) and with it a lease that nobody would release. This one delivers it, and onResult
         // releases the lease of a waiter that is done.
-        Disposable d = attempts.run(name, leaseNanos, send).subscribeWith(new BaseSubscriber<AcquireAttempt.Result>() {
+        Disposable d = attempts.run(name, leaseNanos, capNanos, send).subscribeWith(new BaseSubscriber<AcquireAttempt.Result>() {
             @Override
             protected void hookOnNext(AcquireAttempt.Result result) {
                 AcquireWaiter.this.onResult(result);

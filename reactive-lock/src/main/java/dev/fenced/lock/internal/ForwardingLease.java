@@ -62,6 +62,16 @@ abstract class ForwardingLease implements FencedLease {
     }
 
     @Override
+    public Mono<ReleaseOutcome> releaseNoSoonerThan(Duration sinceGrant) {
+        return delegate.releaseNoSoonerThan(sinceGrant);
+    }
+
+    @Override
+    public Mono<Boolean> resetMaxHold(Duration fromNow) {
+        return delegate.resetMaxHold(fromNow);
+    }
+
+    @Override
     public void reportRejectedWrite(StaleFencingTokenException rejection) {
         delegate.reportRejectedWrite(rejection);
     }

@@ -7,6 +7,7 @@ import dev.fenced.lock.ReleaseOutcome;
 import dev.fenced.lock.StaleFencingTokenException;
 import java.lang.ref.WeakReference;
 import java.time.Duration;
+import java.util.List;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicReference;
 import org.jspecify.annotations.Nullable;
@@ -35,6 +36,7 @@ final class HeldLease implements FencedLease {
     private final long token;
     private final long leaseNanos;
     private final long renewEveryNanos;
+    private final long grantedAt;
     private final AtomicReference<State> state = new AtomicReference<>(State.HELD);
     private final Sinks.One<LeaseLostException> lost = Sinks.one();
     private final AtomicReference<Sinks.@Nullable One<ReleaseOutcome>> release = new AtomicReference<>();
@@ -53,9 +55,17 @@ final class HeldLease implements FencedLease {
     long holdUntil;
     boolean bounded;
     int heapSlot = -1;
+    // The hold cap (AcquireOptions.withMaxHold): capped and capAt are set before the lease is tracked and then
+    // only by the worker; capLimited says that the last renewal (or the acquire) asked for the rest of the cap
+    // only, so that nothing renews the lease again and it ends at its deadline or the cap, whichever comes first.
+    boolean capped;
+    long capAt;
+    boolean capLimited;
+    // Tasks that wait for the renewal in flight to end (Renewer.settled, moveCap); confined to the worker.
+    java.util.@Nullable List<Runnable> whenSettled;
 
     HeldLease(LeaseRuntime runtime, Renewer renewer, LeaseRegistry registry, Handoffs handoffs, String name, String owner,
-            long token, long leaseNanos, long renewEveryNanos, long deadline, long renewAt) {
+            long token, long leaseNanos, long renewEveryNanos, long deadline, long renewAt, long grantedAt) {
         this.runtime = runtime;
         this.renewer = renewer;
         this.registry = registry;
@@ -67,6 +77,7 @@ final class HeldLease implements FencedLease {
         this.renewEveryNanos = renewEveryNanos;
         this.deadline = deadline;
         this.renewAt = renewAt;
+        this.grantedAt = grantedAt;
     }
 
     @Override
@@ -115,6 +126,40 @@ final class HeldLease implements FencedLease {
 
     @Override
     public Mono<ReleaseOutcome> release() {
+        return end(0);
+    }
+
+    @Override
+    public Mono<ReleaseOutcome> releaseNoSoonerThan(Duration sinceGrant) {
+        if (sinceGrant == null) {
+            return Mono.error(new NullPointerException("sinceGrant must not be null"));
+        }
+        if (sinceGrant.isNegative() || sinceGrant.compareTo(MAX_TAIL) > 0) {
+            return Mono.error(new IllegalArgumentException("sinceGrant must be between 0 and 1 day, was " + sinceGrant));
+        }
+        return end(sinceGrant.toNanos());
+    }
+
+    @Override
+    public Mono<Boolean> resetMaxHold(Duration fromNow) {
+        if (fromNow == null) {
+            return Mono.error(new NullPointerException("fromNow must not be null"));
+        }
+        if (fromNow.compareTo(MIN_CAP) < 0 || fromNow.compareTo(MAX_TAIL) > 0) {
+            return Mono.error(new IllegalArgumentException("fromNow must be between 10 ms and 1 day, was " + fromNow));
+        }
+        Mono<Boolean> moved = renewer.moveCap(this, fromNow.toNanos());
+        return moved.publishOn(runtime.settings().lossScheduler());
+    }
+
+    private static final Duration MAX_TAIL = Duration.ofDays(1);
+    private static final Duration MIN_CAP = Duration.ofMillis(10);
+
+    /**
+     * The one way a release ends, plain ({@code keepNanos} 0) or with a tail: its outcome is made once, and every
+     * later call of either kind emits it.
+     */
+    private Mono<ReleaseOutcome> end(long keepNanos) {
         return Mono.defer(() -> {
             Sinks.One<ReleaseOutcome> existing = release.get();
             if (existing != null) {
@@ -123,10 +168,10 @@ final class HeldLease implements FencedLease {
             Sinks.One<ReleaseOutcome> mine = Sinks.one();
             if (!release.compareAndSet(null, mine)) {
                 Sinks.One<ReleaseOutcome> winner = release.get();
-                return winner != null ? winner.asMono() : release();
+                return winner != null ? winner.asMono() : end(keepNanos);
             }
             // The release runs to its end even if this subscriber cancels, so that its outcome is known.
-            doRelease().subscribe(mine::tryEmitValue, error -> {
+            doRelease(keepNanos).subscribe(mine::tryEmitValue, error -> {
                 release.set(null); // a later call may retry
                 expireIfStillReleasingAtDeadline();
                 mine.tryEmitError(error);
@@ -135,13 +180,16 @@ final class HeldLease implements FencedLease {
         });
     }
 
-    private Mono<ReleaseOutcome> doRelease() {
+    private Mono<ReleaseOutcome> doRelease(long keepNanos) {
         State s = state.get();
         if (s == State.HELD && !state.compareAndSet(State.HELD, State.RELEASING)) {
             s = state.get();
         }
         if (s == State.HELD || s == State.RELEASING) {
             renewer.forget(this);
+            if (keepNanos > 0 && grantedAt + keepNanos - runtime.now() > 0) {
+                return leaveToExpire(grantedAt + keepNanos);
+            }
             // A waiter of this client takes the lock over in the same store call, or the lock is released to all.
             Mono<Boolean> handedOff = handoffs.handOff(this);
             return (handedOff != null ? handedOff : releaseInStore()).map(deleted -> {
@@ -167,6 +215,59 @@ final class HeldLease implements FencedLease {
                     .thenReturn(ReleaseOutcome.NOT_HELD);
         }
         return Mono.just(ReleaseOutcome.NOT_HELD);
+    }
+
+    /**
+     * The tail of {@link #releaseNoSoonerThan}: once no renewal is in flight, one owner-checked renewal for the rest
+     * of the time (rounded up, so never short), which sets the lock's expiry in the service; the renewer has already
+     * forgotten the lease, so nothing renews it again. No hand-off and no notification: the lock stays taken until it
+     * expires. If the time ran out meanwhile, a plain release.
+     */
+    private Mono<ReleaseOutcome> leaveToExpire(long keepUntil) {
+        // After any renewal in flight, so that none sent earlier can land later and extend the lock again.
+        return renewer.settled(this).then(Mono.defer(() -> {
+            long tailNanos = keepUntil - runtime.now();
+            if (tailNanos <= 0) {
+                return releaseInStore().map(deleted -> {
+                    if (deleted) {
+                        state.set(State.RELEASED);
+                        registry.settled(this);
+                        lost.tryEmitEmpty();
+                        return ReleaseOutcome.RELEASED;
+                    }
+                    markLost(LossReason.NOT_HELD, State.RELEASING, null, Signal.SCHEDULED);
+                    return ReleaseOutcome.NOT_HELD;
+                });
+            }
+            return setLastExpiry(tailNanos);
+        }));
+    }
+
+    private Mono<ReleaseOutcome> setLastExpiry(long tailNanos) {
+        long millis = Math.max(1, (tailNanos + 999_999) / 1_000_000);
+        return runtime.inFlight().track(runtime.store().renew(List.of(new LeaseStore.RenewRequest(name, owner, token, millis))))
+                .map(held -> {
+                    if (!held.isEmpty() && held.get(0)) {
+                        state.set(State.RELEASED);
+                        registry.settled(this);
+                        lost.tryEmitEmpty();
+                        log.debug("Lock '{}' token {} left to expire in {} ms", name, token, millis);
+                        return ReleaseOutcome.LEFT_TO_EXPIRE;
+                    }
+                    markLost(LossReason.NOT_HELD, State.RELEASING, null, Signal.SCHEDULED);
+                    return ReleaseOutcome.NOT_HELD;
+                });
+    }
+
+    /**
+     * The hold cap is reached while held: the lease is lost ({@link LossReason#MAX_HOLD_REACHED}) and its lock freed
+     * (owner-checked), so the next holder need not wait for its expiry. Called by the renewer's worker.
+     */
+    void reachMaxHold() {
+        if (markLost(LossReason.MAX_HOLD_REACHED)) {
+            releaseInStore().subscribe(null, e -> log.debug("Could not free lock '{}' at its maximum hold: {}", name,
+                    e.toString()));
+        }
     }
 
     @Override
@@ -375,6 +476,11 @@ final class HeldLease implements FencedLease {
 
     long renewEveryNanos() {
         return renewEveryNanos;
+    }
+
+    /** When the acquire's reply arrived, by the monotonic clock: after the service's grant. */
+    long grantedAt() {
+        return grantedAt;
     }
 
     @Override

@@ -9,7 +9,9 @@ import org.jspecify.annotations.Nullable;
  * <ul>
  *   <li>{@code prefix{name}}: the lock, value {@code owner:token}, with the lease's expiry;</li>
  *   <li>{@code prefix{name}:fence}: the token counter, never expiring;</li>
- *   <li>{@code prefix{name}:released}: the pub/sub channel of release notifications.</li>
+ *   <li>{@code prefix{name}:released}: the pub/sub channel of release notifications;</li>
+ *   <li>{@code prefix{name}:holder}: {@code token label}, the holder label written with a grant, never expiring
+ *       (shown only while the lock holds that token).</li>
  * </ul>
  *
  * <p>Immutable and thread-safe.
@@ -102,6 +104,17 @@ public final class KeyLayout {
      */
     public String fenceKey(String name) {
         return lockKey(name) + ":fence";
+    }
+
+    /**
+     * The holder label key: {@code token label} of the latest grant by a client with a label (the acquire script
+     * derives the same name from the lock key).
+     *
+     * @param name the lock name
+     * @return the key
+     */
+    public String holderKey(String name) {
+        return lockKey(name) + ":holder";
     }
 
     /**

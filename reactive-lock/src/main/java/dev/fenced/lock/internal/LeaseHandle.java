@@ -57,6 +57,16 @@ final class LeaseHandle extends ForwardingLease {
         return reachableWhile(lease.release());
     }
 
+    @Override
+    public Mono<ReleaseOutcome> releaseNoSoonerThan(java.time.Duration sinceGrant) {
+        return reachableWhile(lease.releaseNoSoonerThan(sinceGrant));
+    }
+
+    @Override
+    public Mono<Boolean> resetMaxHold(java.time.Duration fromNow) {
+        return reachableWhile(lease.resetMaxHold(fromNow));
+    }
+
     /** The Mono, holding this handle until it ends: whoever holds or subscribed to it can still use the lease. */
     private <T> Mono<T> reachableWhile(Mono<T> mono) {
         return mono.doFinally(signal -> Reference.reachabilityFence(this));

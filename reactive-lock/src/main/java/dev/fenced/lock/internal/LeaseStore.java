@@ -135,6 +135,61 @@ public interface LeaseStore {
     }
 
     /**
+     * The fleet view: every lock held now whose name matches {@code pattern}, as the server sees it, read in pages
+     * of at most {@link FleetPages#PAGE_SIZE} locks (Redis {@code SCAN} with a bounded {@code COUNT}, every primary
+     * of a cluster in turn; keyset pages of the lease table), each page fetched on demand: a slow subscriber holds
+     * at most one page beyond the one it is reading. A lock held during the whole listing is listed once; one taken
+     * or freed meanwhile may or may not be. Cold.
+     *
+     * @param pattern the names to list
+     * @return the held locks
+     */
+    Flux<LockState> locks(NamePattern pattern);
+
+    /**
+     * One lock of the fleet view: the lock {@code name} if it is held now.
+     *
+     * @param name the lock name
+     * @return its state, or empty when it is free
+     */
+    Mono<LockState> lock(String name);
+
+    /**
+     * Breaks a lock, whoever holds it, in one atomic step: deletes it and leaves the name's token counter at least
+     * at the broken holder's token, so that the next grant's token is above it; notifies waiters. The broken
+     * holder's renewals and release then find it not held. Idempotent: on a free lock it changes nothing.
+     *
+     * @param name the lock name
+     * @return what was broken
+     */
+    Mono<Broken> breakLock(String name);
+
+    /**
+     * A held lock as the store sees it. The owner id is never part of it: it is a capability (whoever knows it
+     * could release or renew the lease).
+     *
+     * @param name the lock name
+     * @param token the holder's fencing token
+     * @param remainingMillis the holder's remaining lease time by the server's clock, in milliseconds
+     * @param holderLabel the label the holder's client stored with the grant, or {@code null}
+     */
+    record LockState(String name, long token, long remainingMillis, @Nullable String holderLabel) {
+    }
+
+    /**
+     * What {@link #breakLock} found.
+     *
+     * @param held whether the lock was held (and is broken now)
+     * @param token the broken holder's token, 0 when the lock was free
+     * @param holderLabel the broken holder's label, or {@code null}
+     */
+    record Broken(boolean held, long token, @Nullable String holderLabel) {
+
+        /** Nothing was held. */
+        public static final Broken NOTHING = new Broken(false, 0, null);
+    }
+
+    /**
      * One round trip to the server.
      *
      * @return completion when the server answered

@@ -3,6 +3,8 @@ package dev.fenced.lock.internal;
 import dev.fenced.lock.AcquireOptions;
 import dev.fenced.lock.FencedLease;
 import dev.fenced.lock.FencedLockClient;
+import dev.fenced.lock.ForceReleaseResult;
+import dev.fenced.lock.LockInfo;
 import dev.fenced.lock.LeaseLostException;
 import dev.fenced.lock.LockAcquireTimeoutException;
 import dev.fenced.lock.LockClientClosedException;
@@ -53,6 +55,7 @@ public final class LeasingLockClient implements FencedLockClient {
     private final AtomicBoolean closed = new AtomicBoolean();
     private final Mono<Void> closeResult;
     private final Disposable serverChanges;
+    private final JobRunner jobs;
 
     private LeasingLockClient(LeaseStore store, ClientSettings settings) {
         this.runtime = LeaseRuntime.of(settings, store);
@@ -63,13 +66,25 @@ public final class LeasingLockClient implements FencedLockClient {
         this.closeResult = Mono.defer(this::doClose).cache();
         settings.observer().heldLeases(renewer::count);
         this.serverChanges = store.serverChanges().subscribe(change -> loseAll());
+        this.jobs = new JobRunner(this, settings.observer(), runtime::now, this::ownedByThisClient, true);
     }
 
     /** A grant becomes a held lease, renewed from now on. */
-    private HeldLease grant(String name, String owner, long token, long leaseNanos, long sentAt) {
+    private HeldLease grant(String name, String owner, long token, long leaseNanos, long capNanos, long sentAt,
+            long repliedAt) {
         long renewEvery = runtime.settings().renewEveryNanos(leaseNanos);
+        // With a hold cap shorter than the lease time, the store was asked for the cap (in whole ms) only.
+        long granted = capNanos > 0 && capNanos < leaseNanos
+                ? TimeUnit.MILLISECONDS.toNanos(TimeUnit.NANOSECONDS.toMillis(capNanos)) : leaseNanos;
+        long deadline = sentAt + granted - ClientSettings.driftNanos(granted);
         HeldLease lease = new HeldLease(runtime, renewer, registry, waiters, name, owner, token, leaseNanos, renewEvery,
-                sentAt + leaseNanos - ClientSettings.driftNanos(leaseNanos), sentAt + renewEvery);
+                capNanos > 0 && deadline - (sentAt + capNanos) > 0 ? sentAt + capNanos : deadline, sentAt + renewEvery,
+                repliedAt);
+        if (capNanos > 0) {
+            lease.capped = true;
+            lease.capAt = sentAt + capNanos;
+            lease.capLimited = granted < leaseNanos;
+        }
         Duration maxHold = runtime.settings().maxHold();
         if (maxHold != null) {
             lease.bounded = true;
@@ -128,6 +143,7 @@ public final class LeasingLockClient implements FencedLockClient {
             return Mono.error(new IllegalArgumentException(leaseProblem));
         }
         long leaseNanos = leaseTime.toNanos();
+        long capNanos = options.maxHold() != null ? options.maxHold().toNanos() : 0;
         return Mono.deferContextual(ctx -> {
             if (closed.get()) {
                 return Mono.error(LockClientClosedException.of(name));
@@ -141,8 +157,8 @@ public final class LeasingLockClient implements FencedLockClient {
             }
             // The application gets the lease's handle: collected, it releases the lease (LeaseHandle).
             Mono<FencedLease> acquire = (maxWait.isZero()
-                    ? attempts.run(name, leaseNanos).mapNotNull(AcquireAttempt.Result::lease)
-                    : AcquireWaiter.waitFor(runtime, waiters, attempts, name, leaseNanos, maxWait, settings.maxWaitersPerLock()))
+                    ? attempts.run(name, leaseNanos, capNanos).mapNotNull(AcquireAttempt.Result::lease)
+                    : AcquireWaiter.waitFor(runtime, waiters, attempts, name, leaseNanos, capNanos, maxWait, settings.maxWaitersPerLock()))
                     .map(HeldLease::handle);
             Scheduler emission = settings.emissionScheduler();
             return observed(name, emission == null ? acquire : acquire.publishOn(emission));
@@ -249,6 +265,11 @@ public final class LeasingLockClient implements FencedLockClient {
         });
     }
 
+    @Override
+    public Mono<dev.fenced.lock.JobOutcome> runJob(dev.fenced.lock.FencedJob job, java.util.function.Supplier<? extends Publisher<?>> work) {
+        return jobs.run(job, work);
+    }
+
     /**
      * Makes the next acquire of {@code name} take a token above {@code floor}: used when storage has seen
      * a token that the lock service no longer knows of.
@@ -274,6 +295,95 @@ public final class LeasingLockClient implements FencedLockClient {
     @Override
     public int heldLeases() {
         return renewer.count();
+    }
+
+    /** The longest accepted reason of a force-release, in characters. */
+    static final int MAX_REASON_LENGTH = 500;
+
+    @Override
+    public Flux<LockInfo> locks(String pattern) {
+        String problem = NamePattern.problemWith(pattern);
+        if (!problem.isEmpty()) {
+            return Flux.error(new IllegalArgumentException(problem));
+        }
+        NamePattern names = NamePattern.of(pattern);
+        return Flux.defer(() -> {
+            if (closed.get()) {
+                return Flux.error(LockClientClosedException.of(""));
+            }
+            long[] listed = new long[1]; // one subscriber's count: signals of one Flux are serial
+            return runtime.store().locks(names)
+                    .map(this::info)
+                    .doOnNext(lock -> listed[0]++)
+                    .doOnComplete(() -> runtime.observer().fleetListed(listed[0]));
+        });
+    }
+
+    @Override
+    public Mono<LockInfo> lock(String name) {
+        String problem = KeyLayout.problemWithName(name);
+        if (!problem.isEmpty()) {
+            return Mono.error(new IllegalArgumentException(problem));
+        }
+        return Mono.defer(() -> closed.get() ? Mono.error(LockClientClosedException.of(name))
+                : runtime.store().lock(name).map(this::info));
+    }
+
+    private LockInfo info(LeaseStore.LockState state) {
+        return new LockInfo(state.name(), state.token(), Duration.ofMillis(state.remainingMillis()), state.holderLabel(),
+                waiters.waiting(state.name()));
+    }
+
+    @Override
+    public Mono<ForceReleaseResult> forceRelease(String name, String reason) {
+        String problem = KeyLayout.problemWithName(name);
+        if (problem.isEmpty()) {
+            problem = problemWithReason(reason);
+        }
+        if (!problem.isEmpty()) {
+            return Mono.error(new IllegalArgumentException(problem));
+        }
+        return Mono.defer(() -> {
+            if (closed.get()) {
+                return Mono.error(LockClientClosedException.of(name));
+            }
+            return runtime.store().breakLock(name).map(broken -> {
+                ForceReleaseResult.Outcome outcome = broken.held()
+                        ? ForceReleaseResult.Outcome.RELEASED : ForceReleaseResult.Outcome.NOT_HELD;
+                if (broken.held()) {
+                    log.warn("Force-released lock '{}' (token {}, holder {}): {}", name, broken.token(),
+                            broken.holderLabel() == null ? "unlabelled" : "'" + broken.holderLabel() + "'", reason);
+                    HeldLease mine = registry.held(name);
+                    if (mine != null && mine.token() == broken.token()) {
+                        mine.markLost(LossReason.NOT_HELD); // this client's own lease: lost now, not at its renewal
+                    }
+                } else {
+                    log.info("Force-release of lock '{}' found it not held: {}", name, reason);
+                }
+                runtime.observer().forceReleased(name, outcome, reason);
+                return new ForceReleaseResult(name, outcome, broken.token(), broken.holderLabel(), reason);
+            });
+        });
+    }
+
+    /** Describes what is wrong with the reason of a force-release; empty if nothing. */
+    static String problemWithReason(@Nullable String reason) {
+        if (reason == null) {
+            return "reason must not be null";
+        }
+        if (reason.isBlank()) {
+            return "reason must not be blank: say who breaks the lock and why";
+        }
+        if (reason.length() > MAX_REASON_LENGTH) {
+            return "reason must be at most " + MAX_REASON_LENGTH + " characters, was " + reason.length();
+        }
+        for (int i = 0; i < reason.length(); i++) {
+            if (Character.isISOControl(reason.charAt(i))) {
+                // It goes to the log as it is: no line breaks that could forge log lines.
+                return "reason must not contain control characters, was '" + reason.replaceAll("\\p{Cntrl}", "?") + "'";
+            }
+        }
+        return "";
     }
 
     @Override

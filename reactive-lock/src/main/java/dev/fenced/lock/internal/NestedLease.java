@@ -30,6 +30,12 @@ final class NestedLease extends ForwardingLease {
         return Mono.just(ReleaseOutcome.RETAINED);
     }
 
+    /** The tail, like the release, is the enclosing scope's to decide. */
+    @Override
+    public Mono<ReleaseOutcome> releaseNoSoonerThan(java.time.Duration sinceGrant) {
+        return Mono.just(ReleaseOutcome.RETAINED);
+    }
+
     @Override
     public String toString() {
         return "NestedLease{" + outer + "}";

@@ -13,6 +13,7 @@ import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
 import org.jspecify.annotations.Nullable;
 import reactor.core.Disposable;
+import reactor.core.publisher.Mono;
 import reactor.core.scheduler.Scheduler;
 import reactor.util.Logger;
 import reactor.util.Loggers;
@@ -180,10 +181,14 @@ final class Renewer {
         for (HeldLease lease : candidates) {
             if (!lease.isActive()) {
                 heap.remove(lease);
+            } else if (lease.capped && (now - lease.capAt >= 0 || (lease.capLimited && now - lease.deadline() >= 0))) {
+                // The hold cap: reached, or the last renewal asked only for what was left of it and that has run out.
+                lease.reachMaxHold();
+                heap.remove(lease);
             } else if (now - lease.deadline() >= 0) {
                 lease.markLost(LossReason.EXPIRED);
                 heap.remove(lease);
-            } else if (lease.renewing || lease.isFrozen()) {
+            } else if (lease.renewing || lease.isFrozen() || lease.capLimited) {
                 heap.update(lease, dueAt(lease)); // a lease frozen since it was queued is now due at its deadline
             } else if (lease.bounded && now - lease.holdUntil >= 0) {
                 // Held past the client's maximum hold: probably dropped by its subscriber. Stop renewing; it expires.
@@ -194,7 +199,12 @@ final class Renewer {
             } else {
                 long window = lease.retrying ? 0 : lease.renewEveryNanos() / 4;
                 if (now - (lease.renewAt - window) >= 0) {
-                    due.add(lease);
+                    if (lease.capped && renewalMillis(lease, now) < 1) {
+                        lease.capLimited = true; // less than a millisecond of the cap is left: it ends at the cap
+                        heap.update(lease, dueAt(lease));
+                    } else {
+                        due.add(lease);
+                    }
                 }
             }
         }
@@ -209,14 +219,159 @@ final class Renewer {
         for (HeldLease lease : due) {
             lease.renewing = true;
             heap.update(lease, dueAt(lease));
-            requests.add(new LeaseStore.RenewRequest(lease.name(), lease.ownerId(), lease.token(), lease.leaseMillis()));
+            requests.add(new LeaseStore.RenewRequest(lease.name(), lease.ownerId(), lease.token(), renewalMillis(lease, sentAt)));
         }
         runtime.store().renew(requests).subscribe(
-                held -> run(() -> renewed(due, held, sentAt)),
+                held -> run(() -> renewed(due, requests, held, sentAt)),
                 error -> run(() -> failed(due, error)));
     }
 
-    private void renewed(List<HeldLease> due, List<Boolean> held, long sentAt) {
+    /**
+     * What a renewal sent now asks for: the lease time, or only what is left of the hold cap (rounded down, so the
+     * lock's expiry in the service never lies beyond the cap as this clock counts it).
+     */
+    private static long renewalMillis(HeldLease lease, long now) {
+        long millis = lease.leaseMillis();
+        if (lease.capped) {
+            millis = Math.min(millis, TimeUnit.NANOSECONDS.toMillis(lease.capAt - now));
+        }
+        return millis;
+    }
+
+    /**
+     * Sets the deadline after the lock service extended the lease by {@code millis} from a request sent at
+     * {@code sentAt}: never beyond the hold cap. A renewal for the rest of the cap is the lease's last.
+     */
+    private static void extended(HeldLease lease, long sentAt, long millis) {
+        boolean full = millis >= lease.leaseMillis();
+        long granted = full ? lease.leaseNanos() : TimeUnit.MILLISECONDS.toNanos(millis);
+        long deadline = sentAt + granted - ClientSettings.driftNanos(granted);
+        if (lease.capped) {
+            lease.capLimited = !full;
+            if (deadline - lease.capAt > 0) {
+                deadline = lease.capAt;
+            }
+        }
+        lease.extendTo(deadline);
+        lease.renewAt = sentAt + lease.renewEveryNanos();
+    }
+
+    /**
+     * Moves the hold cap of a lease to {@code capNanos} from now ({@link HeldLease#resetMaxHold}): once no renewal of
+     * the lease is in flight, renews it at once for no more than the new cap, then puts the cap and the deadline in
+     * force, all on the worker, so that no renewal of the old cap can land after it. Emits whether the service still
+     * held the lease; a "not held" reply loses it. A failure leaves the old cap in force.
+     */
+    Mono<Boolean> moveCap(HeldLease lease, long capNanos) {
+        return Mono.<Boolean>create(sink -> {
+            boolean queued = onWorker(() -> whenSettled(lease, () -> {
+                if (!lease.isActive()) {
+                    sink.success(false);
+                    return;
+                }
+                lease.renewing = true; // the renewer leaves it alone until this renewal has ended
+                if (lease.heapSlot >= 0) {
+                    heap.update(lease, dueAt(lease));
+                }
+                long sentAt = runtime.now();
+                long millis = Math.min(lease.leaseMillis(), TimeUnit.NANOSECONDS.toMillis(capNanos));
+                LeaseStore.RenewRequest request = new LeaseStore.RenewRequest(lease.name(), lease.ownerId(), lease.token(), millis);
+                runtime.inFlight().track(runtime.store().renew(List.of(request))).subscribe(
+                        held -> run(() -> {
+                            lease.renewing = false;
+                            sink.success(capMoved(lease, sentAt, capNanos, millis, !held.isEmpty() && held.get(0)));
+                            runSettled(lease);
+                        }),
+                        error -> run(() -> {
+                            lease.renewing = false;
+                            if (lease.heapSlot >= 0) {
+                                heap.update(lease, dueAt(lease));
+                            }
+                            rearm();
+                            sink.error(error);
+                            runSettled(lease);
+                        }));
+            }));
+            if (!queued) {
+                sink.success(false);
+            }
+        });
+    }
+
+    /**
+     * Completes once no renewal of the lease is in flight (at once if none is), on the worker: a release that sets the
+     * lease's last expiry ({@link HeldLease#releaseNoSoonerThan}) waits for it, so that no renewal sent before can
+     * land after it and extend the lock again (on PostgreSQL each command may take its own connection).
+     */
+    Mono<Void> settled(HeldLease lease) {
+        return Mono.create(sink -> {
+            if (!onWorker(() -> whenSettled(lease, sink::success))) {
+                sink.success(); // the worker is gone: nothing renews any more
+            }
+        });
+    }
+
+    /** Runs the task on the worker now if no renewal of the lease is in flight, else once the renewal has ended. */
+    private static void whenSettled(HeldLease lease, Runnable task) {
+        if (!lease.renewing) {
+            task.run();
+            return;
+        }
+        List<Runnable> waiting = lease.whenSettled;
+        if (waiting == null) {
+            waiting = new ArrayList<>(1);
+            lease.whenSettled = waiting;
+        }
+        waiting.add(task);
+    }
+
+    /** The lease's renewal has ended: run what waited for it (which may start another). */
+    private static void runSettled(HeldLease lease) {
+        List<Runnable> waiting = lease.whenSettled;
+        if (waiting != null && !lease.renewing) {
+            lease.whenSettled = null;
+            waiting.forEach(Runnable::run);
+        }
+    }
+
+    /** Schedules a task on the worker; false if the scheduler refuses it. */
+    private boolean onWorker(Runnable task) {
+        try {
+            worker.schedule(task);
+            return true;
+        } catch (RejectedExecutionException e) {
+            return false;
+        }
+    }
+
+    private boolean capMoved(HeldLease lease, long sentAt, long capNanos, long millis, boolean held) {
+        if (!lease.isActive()) {
+            heap.remove(lease);
+            if (held && lease.loss() != null) {
+                // Lost meanwhile, yet the service extended it: free it.
+                runtime.inFlight().track(runtime.store().release(lease.name(), lease.ownerId(), lease.token()))
+                        .subscribe(null, e -> { });
+            }
+            rearm();
+            return false;
+        }
+        if (!held) {
+            lease.markLost(LossReason.NOT_HELD);
+            heap.remove(lease);
+            rearm();
+            return false;
+        }
+        lease.capped = true;
+        lease.capAt = sentAt + capNanos;
+        extended(lease, sentAt, millis);
+        if (lease.heapSlot >= 0) {
+            heap.update(lease, dueAt(lease));
+        }
+        rearm();
+        return true;
+    }
+
+    private void renewed(List<HeldLease> due, List<LeaseStore.RenewRequest> requests, List<Boolean> held, long sentAt) {
         int extended = 0;
         for (int i = 0; i < due.size(); i++) {
             HeldLease lease = due.get(i);
@@ -233,8 +388,7 @@ final class Renewer {
             if (stillHeld) {
                 extended++;
                 lease.retrying = false;
-                lease.extendTo(sentAt + lease.leaseNanos() - ClientSettings.driftNanos(lease.leaseNanos()));
-                lease.renewAt = sentAt + lease.renewEveryNanos();
+                extended(lease, sentAt, requests.get(i).leaseMillis());
                 heap.update(lease, dueAt(lease));
             } else {
                 lease.markLost(LossReason.NOT_HELD);
@@ -243,6 +397,9 @@ final class Renewer {
         }
         if (extended > 0) {
             runtime.observer().leasesRenewed(extended);
+        }
+        for (HeldLease lease : due) {
+            runSettled(lease);
         }
         rearm();
     }
@@ -274,6 +431,9 @@ final class Renewer {
             log.warn("Renewal of {} lease(s) failed; retrying until their deadlines: {}", firstFailures, error.toString());
         } else {
             log.debug("Renewal retry of {} lease(s) failed: {}", due.size(), error.toString());
+        }
+        for (HeldLease lease : due) {
+            runSettled(lease);
         }
         rearm();
     }
@@ -327,10 +487,9 @@ final class Renewer {
     /** When the timer must fire for this lease at the latest. */
     private static long dueAt(HeldLease lease) {
         long deadline = lease.deadline();
-        if (lease.renewing || lease.isFrozen()) {
-            return deadline;
-        }
-        return lease.renewAt - deadline < 0 ? lease.renewAt : deadline;
+        long due = lease.renewing || lease.isFrozen() || lease.capLimited || lease.renewAt - deadline >= 0
+                ? deadline : lease.renewAt;
+        return lease.capped && lease.capAt - due < 0 ? lease.capAt : due;
     }
 
     /**

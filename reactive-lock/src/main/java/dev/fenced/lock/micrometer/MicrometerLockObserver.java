@@ -1,5 +1,6 @@
 package dev.fenced.lock.micrometer;
 
+import dev.fenced.lock.ForceReleaseResult;
 import dev.fenced.lock.LockObserver;
 import dev.fenced.lock.LossReason;
 import io.micrometer.common.KeyValue;
@@ -12,6 +13,7 @@ import io.micrometer.observation.Observation;
 import io.micrometer.observation.ObservationRegistry;
 import java.util.Locale;
 import java.util.Objects;
+import java.util.concurrent.atomic.AtomicLong;
 import java.util.function.Function;
 import java.util.function.IntSupplier;
 import org.jspecify.annotations.Nullable;
@@ -28,15 +30,25 @@ import org.jspecify.annotations.Nullable;
  *   <tr><td>{@code fenced.lock.renewals}</td><td>counter (leases renewed)</td><td></td></tr>
  *   <tr><td>{@code fenced.lock.renewal.failures}</td><td>counter (leases whose renewal failed)</td><td></td></tr>
  *   <tr><td>{@code fenced.lock.lost}</td><td>counter</td><td>{@code reason}: expired, not_held,
- *       client_closed, superseded</td></tr>
+ *       client_closed, superseded, server_changed, scheduler_rejected, max_hold_reached</td></tr>
+ *   <tr><td>{@code fenced.job}</td><td>timer (one per tick of a job, acquire to release)</td><td>{@code job}: the
+ *       job's name; {@code outcome}: ran, skipped, failed, lost, cut_off, unavailable, cancelled</td></tr>
  *   <tr><td>{@code fenced.lock.write.rejected}</td><td>counter (stale-token rejections)</td><td></td></tr>
+ *   <tr><td>{@code fenced.lock.force.released}</td><td>counter (force-releases)</td><td>{@code outcome}: released,
+ *       not_held</td></tr>
+ *   <tr><td>{@code fenced.lock.fleet.size}</td><td>gauge (held locks in the last complete fleet view; registered
+ *       at the first one)</td><td></td></tr>
  * </table>
  *
  * <p>Lock names are unbounded, so no meter is tagged with the raw name. {@link Builder#lockTag(Function)}
  * adds a {@code lock} tag computed from the name (for example its prefix before {@code ':'}); keep its
  * values few. With an {@link ObservationRegistry}, every acquire is also an observation
  * {@code fenced.lock.acquire} (low-cardinality key {@code outcome}; the lock name as a high-cardinality key
- * {@code fenced.lock.name}), so traces show acquires.
+ * {@code fenced.lock.name}), so traces show acquires; every tick of a job an observation {@code fenced.job}
+ * (low-cardinality keys {@code job} and {@code outcome}; job names are few and fixed in code, so they tag meters as
+ * they are); and every force-release an observation {@code fenced.lock.force.release} (key {@code outcome}; the name
+ * and the reason given as the high-cardinality keys {@code fenced.lock.name} and {@code fenced.lock.reason}), so the
+ * record of who broke a lock reaches traces.
  *
  * <p>Thread-safe.
  */
@@ -45,6 +57,7 @@ public final class MicrometerLockObserver implements LockObserver {
     private final MeterRegistry registry;
     private final ObservationRegistry observations;
     private final @Nullable Function<String, String> lockTag;
+    private final AtomicLong fleetSize = new AtomicLong();
 
     private MicrometerLockObserver(Builder builder) {
         this.registry = builder.registry;
@@ -85,6 +98,36 @@ public final class MicrometerLockObserver implements LockObserver {
     }
 
     @Override
+    public JobObservation jobStarted(String job) {
+        Timer.Sample sample = Timer.start(registry);
+        Observation observation = Observation.createNotStarted("fenced.job", observations)
+                .contextualName("fenced job " + job)
+                .lowCardinalityKeyValue(KeyValue.of("job", job))
+                .start();
+        return new JobObservation() {
+            @Override
+            public void ended(dev.fenced.lock.JobOutcome outcome) {
+                outcome.error().ifPresent(observation::error);
+                stop(outcome.status().name().toLowerCase(Locale.ROOT));
+            }
+
+            @Override
+            public void cancelled() {
+                stop("cancelled");
+            }
+
+            private void stop(String outcome) {
+                sample.stop(Timer.builder("fenced.job")
+                        .description("Ticks of fenced jobs, by outcome")
+                        .tag("job", job).tag("outcome", outcome)
+                        .register(registry));
+                observation.lowCardinalityKeyValue("outcome", outcome);
+                observation.stop();
+            }
+        };
+    }
+
+    @Override
     public void leasesRenewed(int count) {
         Counter.builder("fenced.lock.renewals").description("Leases renewed").register(registry).increment(count);
     }
@@ -106,6 +149,27 @@ public final class MicrometerLockObserver implements LockObserver {
     public void writeRejected(String name) {
         Counter.builder("fenced.lock.write.rejected").description("Writes rejected by storage for a stale fencing token")
                 .tags(lockTags(name)).register(registry).increment();
+    }
+
+    @Override
+    public void forceReleased(String name, ForceReleaseResult.Outcome outcome, String reason) {
+        Counter.builder("fenced.lock.force.released").description("Force-releases of fenced locks, by outcome")
+                .tags(lockTags(name)).tag("outcome", outcome.name().toLowerCase(Locale.ROOT))
+                .register(registry).increment();
+        Observation.createNotStarted("fenced.lock.force.release", observations)
+                .contextualName("fenced lock force-release")
+                .lowCardinalityKeyValue("outcome", outcome.name().toLowerCase(Locale.ROOT))
+                .highCardinalityKeyValue(KeyValue.of("fenced.lock.name", name))
+                .highCardinalityKeyValue(KeyValue.of("fenced.lock.reason", reason))
+                .start().stop();
+    }
+
+    @Override
+    public void fleetListed(long count) {
+        fleetSize.set(count);
+        Gauge.builder("fenced.lock.fleet.size", fleetSize, AtomicLong::get)
+                .description("Held locks listed by the last complete fleet view of this client")
+                .strongReference(true).register(registry);
     }
 
     @Override

@@ -15,6 +15,10 @@ class CountingLeaseStore implements LeaseStore {
     /** Hand-offs: each is a release and an acquire in one call. */
     final AtomicInteger handoffs = new AtomicInteger();
     final List<Integer> renewBatches = new CopyOnWriteArrayList<>();
+    /** The lease time of every acquire, in ms, in order. */
+    final List<Long> acquireMillis = new CopyOnWriteArrayList<>();
+    /** Every renewal request, in order. */
+    final List<RenewRequest> renewRequests = new CopyOnWriteArrayList<>();
     private final LeaseStore delegate;
 
     CountingLeaseStore(LeaseStore delegate) {
@@ -29,6 +33,7 @@ class CountingLeaseStore implements LeaseStore {
     public Mono<AcquireReply> acquire(String name, String owner, long leaseMillis, long floor) {
         return Mono.defer(() -> {
             acquires.incrementAndGet();
+            acquireMillis.add(leaseMillis);
             return delegate.acquire(name, owner, leaseMillis, floor);
         });
     }
@@ -37,6 +42,7 @@ class CountingLeaseStore implements LeaseStore {
     public Mono<List<Boolean>> renew(List<RenewRequest> leases) {
         return Mono.defer(() -> {
             renewBatches.add(leases.size());
+            renewRequests.addAll(leases);
             return delegate.renew(leases);
         });
     }
@@ -60,6 +66,21 @@ class CountingLeaseStore implements LeaseStore {
     @Override
     public Flux<Long> releases(String name) {
         return delegate.releases(name);
+    }
+
+    @Override
+    public Flux<LockState> locks(NamePattern pattern) {
+        return delegate.locks(pattern);
+    }
+
+    @Override
+    public Mono<LockState> lock(String name) {
+        return delegate.lock(name);
+    }
+
+    @Override
+    public Mono<Broken> breakLock(String name) {
+        return delegate.breakLock(name);
     }
 
     @Override

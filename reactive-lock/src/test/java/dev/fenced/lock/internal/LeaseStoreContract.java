@@ -250,4 +250,116 @@ public abstract class LeaseStoreContract {
         assertThat(replies).hasSize(owners);
         assertThat(replies.stream().filter(AcquireReply::acquired).count()).isEqualTo(1);
     }
+
+    private List<LeaseStore.LockState> list(String pattern) {
+        List<LeaseStore.LockState> locks = store().locks(NamePattern.of(pattern)).collectList().block(Duration.ofSeconds(30));
+        assertThat(locks).isNotNull();
+        return locks;
+    }
+
+    @Test
+    void breakingAHeldLockFreesItAndTheNextGrantsTokenIsAboveTheBrokenOne() {
+        AcquireReply a = acquire(name, "a", 10_000, 0);
+        LeaseStore.Broken broken = store().breakLock(name).block(Duration.ofSeconds(5));
+        assertThat(broken).isEqualTo(new LeaseStore.Broken(true, a.token(), null));
+        assertThat(store().renew(List.of(new RenewRequest(name, "a", a.token(), 10_000))).block(Duration.ofSeconds(5)))
+                .as("the broken holder's renewal").containsExactly(false);
+        assertThat(release(name, "a", a.token())).as("the broken holder's release").isFalse();
+        AcquireReply next = acquire(name, "b", 10_000, 0);
+        assertThat(next.acquired()).isTrue();
+        assertThat(next.token()).isGreaterThan(a.token());
+        if (consecutiveTokens()) {
+            assertThat(next.token()).isEqualTo(a.token() + 1);
+        }
+    }
+
+    @Test
+    void breakingIsIdempotentAndAFreeLockIsNotHeld() {
+        AcquireReply a = acquire(name, "a", 10_000, 0);
+        StepVerifier.create(store().breakLock(name)).expectNextMatches(LeaseStore.Broken::held).verifyComplete();
+        StepVerifier.create(store().breakLock(name)).expectNext(LeaseStore.Broken.NOTHING).verifyComplete();
+        StepVerifier.create(store().breakLock(name + "-never-taken")).expectNext(LeaseStore.Broken.NOTHING).verifyComplete();
+        assertThat(acquire(name, "b", 10_000, 0).token()).isGreaterThan(a.token());
+    }
+
+    @Test
+    void breakingWakesWaitersOfTheLock() {
+        acquire(name, "a", 10_000, 0);
+        long[] first = new long[1];
+        StepVerifier.create(store().releases(name))
+                .consumeNextWith(count -> first[0] = count)
+                .then(() -> store().breakLock(name).block(Duration.ofSeconds(5)))
+                .expectNextMatches(count -> count > first[0])
+                .thenCancel()
+                .verify(Duration.ofSeconds(10));
+    }
+
+    @Test
+    void theFleetViewListsTheHeldLocksWhoseNamesMatchWithTokenAndRemainingTime() {
+        AcquireReply x1 = acquire(name + "-x-1", "a", 10_000, 0);
+        AcquireReply x2 = acquire(name + "-x-2", "b", 20_000, 0);
+        AcquireReply x3 = acquire(name + "-x-3", "c", 10_000, 0);
+        acquire(name + "-y-1", "d", 10_000, 0);
+        release(name + "-x-3", "c", x3.token());
+        acquire(name + "-x-4", "e", 100, 0);
+        elapse(Duration.ofMillis(250)); // x-4 has expired
+
+        List<LeaseStore.LockState> locks = list(name + "-x-*");
+        assertThat(locks).extracting(LeaseStore.LockState::name).containsExactlyInAnyOrder(name + "-x-1", name + "-x-2");
+        for (LeaseStore.LockState lock : locks) {
+            AcquireReply granted = lock.name().endsWith("-1") ? x1 : x2;
+            assertThat(lock.token()).isEqualTo(granted.token());
+            assertThat(lock.remainingMillis()).isBetween(1L, lock.name().endsWith("-1") ? 10_000L : 20_000L);
+            assertThat(lock.holderLabel()).isNull();
+        }
+        assertThat(list(name + "-*")).hasSize(3);
+        assertThat(list(name + "-x-1")).extracting(LeaseStore.LockState::name).containsExactly(name + "-x-1");
+        assertThat(list(name + "-z*")).isEmpty();
+    }
+
+    @Test
+    void patternCharactersOtherThanTheStarStandForThemselves() {
+        String[] names = {"a_b", "axb", "a%b", "a?b", "a[b", "a]b", "a\\b", "a*b"};
+        for (String n : names) {
+            acquire(name + "-" + n, "a", 10_000, 0);
+        }
+        assertThat(list(name + "-a_b")).extracting(LeaseStore.LockState::name).containsExactly(name + "-a_b");
+        assertThat(list(name + "-a%b")).extracting(LeaseStore.LockState::name).containsExactly(name + "-a%b");
+        assertThat(list(name + "-a?b")).extracting(LeaseStore.LockState::name).containsExactly(name + "-a?b");
+        assertThat(list(name + "-a[b")).extracting(LeaseStore.LockState::name).containsExactly(name + "-a[b");
+        assertThat(list(name + "-a\\b")).extracting(LeaseStore.LockState::name).containsExactly(name + "-a\\b");
+        assertThat(list(name + "-a[x]b")).isEmpty();
+        assertThat(list(name + "-a%")).isEmpty();
+        assertThat(list(name + "-a_")).isEmpty();
+        assertThat(list(name + "-a\\*")).extracting(LeaseStore.LockState::name).containsExactly(name + "-a\\b");
+        assertThat(list(name + "-a*b")).hasSize(names.length);
+    }
+
+    @Test
+    void oneLockIsReadByItsName() {
+        AcquireReply a = acquire(name, "a", 10_000, 0);
+        StepVerifier.create(store().lock(name))
+                .assertNext(lock -> {
+                    assertThat(lock.name()).isEqualTo(name);
+                    assertThat(lock.token()).isEqualTo(a.token());
+                    assertThat(lock.remainingMillis()).isBetween(1L, 10_000L);
+                })
+                .verifyComplete();
+        release(name, "a", a.token());
+        StepVerifier.create(store().lock(name)).verifyComplete();
+        StepVerifier.create(store().lock(name + "-never-taken")).verifyComplete();
+    }
+
+    /** More locks than three pages: each is listed once, whatever the page boundaries. */
+    @Test
+    void theFleetViewPagesThroughManyLocksListingEachOnce() {
+        int count = FleetPages.PAGE_SIZE * 3 + 7;
+        Flux.range(0, count)
+                .flatMap(i -> store().acquire(name + "-many-" + i, "owner", 30_000, 0), 64)
+                .then()
+                .block(Duration.ofSeconds(60));
+        List<LeaseStore.LockState> locks = list(name + "-many-*");
+        assertThat(locks).hasSize(count);
+        assertThat(locks).extracting(LeaseStore.LockState::name).doesNotHaveDuplicates();
+    }
 }

@@ -77,7 +77,7 @@ class RenewerTest {
         assertThat(reply.acquired()).isTrue();
         HeldLease lease = new HeldLease(client.runtime(), renewer, new LeaseRegistry(), Handoffs.NONE, name, owner,
                 reply.token(), leaseNanos, renewEvery,
-                sentAt + leaseNanos - ClientSettings.driftNanos(leaseNanos), sentAt + renewEvery);
+                sentAt + leaseNanos - ClientSettings.driftNanos(leaseNanos), sentAt + renewEvery, sentAt);
         renewer.track(lease);
         return lease;
     }
@@ -346,7 +346,7 @@ class RenewerTest {
             int op = random.nextInt(10);
             if (op < 4 || model.isEmpty()) {
                 HeldLease lease = new HeldLease(client.runtime(), new Renewer(client.runtime()), new LeaseRegistry(),
-                        Handoffs.NONE, "h" + step, "o", step, 3_000_000_000L, 1_000_000_000L, 0, 0);
+                        Handoffs.NONE, "h" + step, "o", step, 3_000_000_000L, 1_000_000_000L, 0, 0, 0);
                 all.add(lease);
                 heap.update(lease, origin + random.nextInt(100_000));
                 model.add(lease);

@@ -103,4 +103,47 @@ class MicrometerLockObserverTest {
                 .hasLowCardinalityKeyValue("outcome", "acquired")
                 .hasHighCardinalityKeyValue("fenced.lock.name", "invoice:1");
     }
+
+    @Test
+    void jobTicksAreTimedByJobAndOutcomeAndObserved() {
+        dev.fenced.lock.FencedJob job = dev.fenced.lock.FencedJob.of("report:daily", Duration.ofSeconds(30));
+        client.runJob(job, reactor.core.publisher.Mono.just(1)).block();
+        FencedLease held = client.acquire("report:daily").block();
+        client.runJob(job, reactor.core.publisher.Mono.just(1)).block();
+        held.release().block();
+        client.runJob(job, reactor.core.publisher.Mono.error(new IllegalStateException("boom"))).block();
+
+        for (String outcome : new String[] {"ran", "skipped", "failed"}) {
+            var timer = meters.find("fenced.job").tag("job", "report:daily").tag("outcome", outcome).timer();
+            assertThat(timer).as(outcome).isNotNull();
+            assertThat(timer.count()).as(outcome).isEqualTo(1);
+        }
+        client.runJob(job, reactor.core.publisher.Mono.never()).subscribe().dispose();
+        var cancelled = meters.find("fenced.job").tag("job", "report:daily").tag("outcome", "cancelled").timer();
+        assertThat(cancelled).isNotNull();
+        assertThat(cancelled.count()).isEqualTo(1);
+        assertThat(observations).hasObservationWithNameEqualTo("fenced.job").that()
+                .hasLowCardinalityKeyValue("job", "report:daily");
+    }
+
+    @Test
+    void forceReleasesAreCountedByOutcomeAndObservedWithTheirReasonAndTheFleetSizeIsGauged() {
+        FencedLease lease = client.acquire("job:1").block();
+        client.acquire("job:2").block();
+        assertThat(meters.find("fenced.lock.fleet.size").gauge()).as("no view yet: no gauge").isNull();
+        StepVerifier.create(client.locks("job:*")).expectNextCount(2).verifyComplete();
+        assertThat(meters.get("fenced.lock.fleet.size").gauge().value()).isEqualTo(2);
+
+        StepVerifier.create(client.forceRelease("job:1", "ops: stuck")).expectNextCount(1).verifyComplete();
+        StepVerifier.create(client.forceRelease("job:1", "ops: again")).expectNextCount(1).verifyComplete();
+        assertThat(counter("fenced.lock.force.released", "outcome", "released", "lock", "job")).isEqualTo(1);
+        assertThat(counter("fenced.lock.force.released", "outcome", "not_held", "lock", "job")).isEqualTo(1);
+        assertThat(lease.isHeld()).isFalse();
+        assertThat(observations).hasObservationWithNameEqualTo("fenced.lock.force.release")
+                .that().hasLowCardinalityKeyValue("outcome", "released")
+                .hasHighCardinalityKeyValue("fenced.lock.reason", "ops: stuck")
+                .hasHighCardinalityKeyValue("fenced.lock.name", "job:1");
+        StepVerifier.create(client.locks("job:*")).expectNextCount(1).verifyComplete();
+        assertThat(meters.get("fenced.lock.fleet.size").gauge().value()).isEqualTo(1);
+    }
 }

@@ -1,6 +1,8 @@
 package dev.fenced.lock.internal.memory;
 
+import dev.fenced.lock.internal.FleetPages;
 import dev.fenced.lock.internal.LeaseStore;
+import dev.fenced.lock.internal.NamePattern;
 import dev.fenced.lock.LockServiceException;
 import java.time.Duration;
 import java.util.ArrayList;
@@ -38,6 +40,7 @@ public final class InMemoryLeaseStore implements LeaseStore {
     private final Sinks.Many<String> serverChanges = Sinks.many().multicast().directBestEffort();
     private volatile boolean unavailable;
     private volatile Duration replyDelay = Duration.ZERO;
+    private volatile @Nullable String holderLabel;
     private final @Nullable Duration commandTimeout;
 
     /**
@@ -77,7 +80,7 @@ public final class InMemoryLeaseStore implements LeaseStore {
         Held current = live(name);
         if (current != null) {
             if (current.owner.equals(owner)) {
-                locks.put(name, new Held(owner, current.token, expiry(leaseMillis)));
+                locks.put(name, new Held(owner, current.token, expiry(leaseMillis), current.label));
                 return AcquireReply.acquired(current.token);
             }
             return AcquireReply.busy(TimeUnit.NANOSECONDS.toMillis(current.expiresAt - now()));
@@ -85,7 +88,7 @@ public final class InMemoryLeaseStore implements LeaseStore {
         long token = Math.max(counters.getOrDefault(name, 0L), floor) + 1;
         counters.put(name, token);
         issued.computeIfAbsent(name, n -> new ArrayList<>()).add(token);
-        locks.put(name, new Held(owner, token, expiry(leaseMillis)));
+        locks.put(name, new Held(owner, token, expiry(leaseMillis), holderLabel));
         return AcquireReply.acquired(token);
     }
 
@@ -114,7 +117,7 @@ public final class InMemoryLeaseStore implements LeaseStore {
                     Held current = live(r.name());
                     boolean held = current != null && current.owner.equals(r.owner()) && current.token == r.token();
                     if (held) {
-                        locks.put(r.name(), new Held(r.owner(), r.token(), expiry(r.leaseMillis())));
+                        locks.put(r.name(), new Held(r.owner(), r.token(), expiry(r.leaseMillis()), current.label));
                     }
                     result.add(held);
                 }
@@ -148,6 +151,73 @@ public final class InMemoryLeaseStore implements LeaseStore {
                 channel = channel(name);
             }
             return channel.counts.asFlux();
+        });
+    }
+
+    /**
+     * Sets the holder label that later grants store, as a client's label does on a real store.
+     *
+     * @param label the label, or {@code null} for none
+     */
+    public void setHolderLabel(@Nullable String label) {
+        this.holderLabel = label;
+    }
+
+    /** In pages of {@link FleetPages#PAGE_SIZE} in name order, each read on demand, as the real stores page. */
+    @Override
+    public Flux<LockState> locks(NamePattern pattern) {
+        return FleetPages.stream("", after -> command("", "list locks", () -> {
+            synchronized (this) {
+                List<String> names = new ArrayList<>(locks.keySet());
+                java.util.Collections.sort(names);
+                List<LockState> page = new ArrayList<>();
+                String last = null;
+                for (String name : names) {
+                    if (name.compareTo(after) <= 0 || !pattern.matches(name)) {
+                        continue;
+                    }
+                    LockState state = state(name);
+                    if (state != null) {
+                        page.add(state);
+                        last = name;
+                        if (page.size() == FleetPages.PAGE_SIZE) {
+                            break;
+                        }
+                    }
+                }
+                return new FleetPages.Page<>(page, page.size() < FleetPages.PAGE_SIZE ? null : last);
+            }
+        }));
+    }
+
+    @Override
+    public Mono<LockState> lock(String name) {
+        return command(name, "inspect lock", () -> Optional.ofNullable(state(name)))
+                .flatMap(Mono::justOrEmpty);
+    }
+
+    private synchronized @Nullable LockState state(String name) {
+        Held current = live(name);
+        return current == null ? null : new LockState(name, current.token,
+                TimeUnit.NANOSECONDS.toMillis(current.expiresAt - now()), current.label);
+    }
+
+    @Override
+    public Mono<Broken> breakLock(String name) {
+        return command(name, "force-release", () -> {
+            Channel channel;
+            Held broken;
+            synchronized (this) {
+                broken = live(name);
+                if (broken == null) {
+                    return Broken.NOTHING;
+                }
+                locks.remove(name);
+                counters.merge(name, broken.token, Math::max);
+                channel = channel(name);
+            }
+            channel.notifyRelease();
+            return new Broken(true, broken.token, broken.label);
         });
     }
 
@@ -214,6 +284,17 @@ public final class InMemoryLeaseStore implements LeaseStore {
     public synchronized Optional<String> holder(String name) {
         Held current = live(name);
         return current == null ? Optional.empty() : Optional.of(current.owner + ":" + current.token);
+    }
+
+    /**
+     * How long the lock has left before it expires, as Redis's {@code PTTL} reports it.
+     *
+     * @param name the lock name
+     * @return the remaining time, or empty when free
+     */
+    public synchronized Optional<Duration> remainingTime(String name) {
+        Held current = live(name);
+        return current == null ? Optional.empty() : Optional.of(Duration.ofNanos(current.expiresAt - now()));
     }
 
     /**
@@ -297,7 +378,7 @@ public final class InMemoryLeaseStore implements LeaseStore {
         return error.getCause() instanceof Unreachable;
     }
 
-    private record Held(String owner, long token, long expiresAt) {
+    private record Held(String owner, long token, long expiresAt, @Nullable String label) {
     }
 
     /** The cause of every command refused while the store is unavailable. */

@@ -18,7 +18,27 @@ final class PostgresErrors {
     /** SQLSTATE lock_not_available: a lock wait outlasted the statement's {@code lock_timeout}. */
     private static final String LOCK_NOT_AVAILABLE = "55P03";
 
+    /** SQLSTATE undefined_column. */
+    private static final String UNDEFINED_COLUMN = "42703";
+
     private PostgresErrors() {
+    }
+
+    /**
+     * Whether a statement failed because the lease table has no {@code holder} column (a table created by an
+     * earlier version): the statement changed nothing.
+     *
+     * @param error the failure, classified or not
+     * @return whether it is that
+     */
+    static boolean missingHolderColumn(Throwable error) {
+        for (Throwable e = error; e != null; e = e.getCause()) {
+            if (e instanceof R2dbcException sql && UNDEFINED_COLUMN.equals(sql.getSqlState())
+                    && String.valueOf(sql.getMessage()).contains("holder")) {
+                return true;
+            }
+        }
+        return false;
     }
 
     /**

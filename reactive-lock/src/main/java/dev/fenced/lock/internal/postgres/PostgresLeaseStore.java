@@ -2,8 +2,10 @@ package dev.fenced.lock.internal.postgres;
 
 import dev.fenced.lock.TokenScheme;
 import dev.fenced.lock.internal.ClientSettings;
+import dev.fenced.lock.internal.FleetPages;
 import dev.fenced.lock.internal.KeyLayout;
 import dev.fenced.lock.internal.LeaseStore;
+import dev.fenced.lock.internal.NamePattern;
 import io.r2dbc.spi.ConnectionFactory;
 import io.r2dbc.spi.Result;
 import io.r2dbc.spi.Statement;
@@ -13,6 +15,8 @@ import java.util.List;
 import org.jspecify.annotations.Nullable;
 import reactor.core.publisher.Flux;
 import reactor.core.publisher.Mono;
+import reactor.util.Logger;
+import reactor.util.Loggers;
 
 /**
  * The lease store on PostgreSQL, over R2DBC: one row per lock in the lease table
@@ -27,10 +31,19 @@ import reactor.core.publisher.Mono;
  */
 public final class PostgresLeaseStore implements LeaseStore {
 
+    private static final Logger log = Loggers.getLogger(PostgresLeaseStore.class);
+
     private final KeyLayout keys;
     private final PostgresCommands commands;
     private final ReleaseNotifications notifications;
     private final String acquireSql;
+    private final String acquireSqlWithoutHolder;
+    private final String lockSql;
+    private final String pageSql;
+    private final String breakSql;
+    private final @Nullable String holderLabel;
+    /** False once an acquire found no {@code holder} column: the table predates it, and grants store no label. */
+    private volatile boolean holderColumn = true;
     private final String renewSql;
     private final String releaseSql;
     private final String channel;
@@ -42,15 +55,30 @@ public final class PostgresLeaseStore implements LeaseStore {
     /** What {@link #lateGrantWindow()} adds to the command timeout. */
     private static final java.time.Duration LATE_COMMIT_MARGIN = java.time.Duration.ofSeconds(1);
 
-    private PostgresLeaseStore(ConnectionFactory connectionFactory, String table, ClientSettings settings) {
+    private PostgresLeaseStore(ConnectionFactory connectionFactory, String table, ClientSettings settings,
+            @Nullable String holderLabel) {
         this.keys = new KeyLayout(settings.keyPrefix());
+        this.holderLabel = holderLabel;
         String quoted = quote(table);
         this.channel = table.substring(table.indexOf('.') + 1);
         // Timeouts fire on the loss scheduler: the errors they raise reach application code, never the renewal thread.
         this.commands = new PostgresCommands(connectionFactory, settings.commandTimeout(), settings.lossScheduler(), quoted);
         this.notifications = new ReleaseNotifications(commands, keys, settings.scheduler(), channel);
         this.commandTimeoutMillis = Math.max(1, settings.commandTimeout().toMillis());
-        this.acquireSql = acquireSql(quoted, settings.tokenScheme() == TokenScheme.SERVER_TIME);
+        this.acquireSql = acquireSql(quoted, settings.tokenScheme() == TokenScheme.SERVER_TIME, true);
+        this.acquireSqlWithoutHolder = acquireSql(quoted, settings.tokenScheme() == TokenScheme.SERVER_TIME, false);
+        // to_jsonb(row) ->> 'holder' is NULL when the column is missing: the view works on a table of an earlier version.
+        String held = "SELECT lock_id, token, GREATEST(0, ceil(extract(epoch FROM (expires_at - clock_timestamp())) * 1000))::bigint AS ttl,"
+                + " to_jsonb(l) ->> 'holder' AS holder FROM " + quoted + " AS l"
+                + " WHERE owner IS NOT NULL AND expires_at > clock_timestamp()";
+        this.lockSql = held + " AND lock_id = $1";
+        // Keyset pages in the order of the primary key: each page starts after the last lock id of the previous one.
+        this.pageSql = held + " AND lock_id LIKE $1 ESCAPE '\\' AND lock_id > $2 ORDER BY lock_id LIMIT " + FleetPages.PAGE_SIZE;
+        // A plain update of non-key columns, as a release: the row, and with it the token counter, stays.
+        this.breakSql = "WITH broken AS (UPDATE " + quoted + " AS l SET owner = NULL, expires_at = clock_timestamp()"
+                + " WHERE lock_id = $1 AND owner IS NOT NULL AND expires_at > clock_timestamp()"
+                + " RETURNING l.lock_id, l.token, to_jsonb(l) ->> 'holder' AS holder)"
+                + " SELECT broken.token, broken.holder FROM broken, pg_notify($2, broken.lock_id)";
         this.renewSql = "UPDATE " + quoted + " AS l SET expires_at = clock_timestamp() + r.ms * interval '1 millisecond'"
                 + " FROM unnest($1::text[], $2::text[], $3::bigint[], $4::bigint[]) WITH ORDINALITY AS r(lock_id, owner, token, ms, i)"
                 + " WHERE l.lock_id = r.lock_id AND l.owner = r.owner AND l.token = r.token AND l.expires_at > clock_timestamp()"
@@ -100,12 +128,23 @@ public final class PostgresLeaseStore implements LeaseStore {
      * <p>Package-private: {@code PostgresStoreFaultsIT} runs it with a command timeout of its own.
      */
     static String acquireSql(String table, boolean serverTime) {
+        return acquireSql(table, serverTime, true);
+    }
+
+    /**
+     * The acquire statement, with or without the {@code holder} column ({@code $6}, the label or {@code NULL}: a
+     * grant by a client without a label clears the previous holder's).
+     */
+    static String acquireSql(String table, boolean serverTime, boolean withHolder) {
+        String holderColumn = withHolder ? ", holder" : "";
+        String holderValue = withHolder ? ", $6" : "";
+        String holderSet = withHolder ? " holder = EXCLUDED.holder," : "";
         String firstToken = serverTime ? "GREATEST($4 + 1, (extract(epoch FROM now.t) * 1000000)::bigint)" : "$4 + 1";
         return "WITH now AS (SELECT clock_timestamp() AS t, set_config('lock_timeout', ($5::bigint + " + LOCK_TIMEOUT_MARGIN_MILLIS + ")::text, true) AS lt),"
-                + " granted AS (INSERT INTO " + table + " AS l (lock_id, owner, token, expires_at)"
-                + " SELECT $1, $2, " + firstToken + ", now.t + $3 * interval '1 millisecond' FROM now"
+                + " granted AS (INSERT INTO " + table + " AS l (lock_id, owner, token, expires_at" + holderColumn + ")"
+                + " SELECT $1, $2, " + firstToken + ", now.t + $3 * interval '1 millisecond'" + holderValue + " FROM now"
                 + " ON CONFLICT (lock_id) DO UPDATE SET lock_id = EXCLUDED.lock_id, owner = EXCLUDED.owner,"
-                + " expires_at = EXCLUDED.expires_at,"
+                + " expires_at = EXCLUDED.expires_at," + holderSet
                 + " token = CASE WHEN l.owner = EXCLUDED.owner AND l.expires_at > clock_timestamp() THEN l.token"
                 + " ELSE GREATEST(l.token + 1, EXCLUDED.token) END"
                 + " WHERE (l.owner IS NULL OR l.expires_at <= clock_timestamp() OR l.owner = EXCLUDED.owner)"
@@ -126,7 +165,23 @@ public final class PostgresLeaseStore implements LeaseStore {
      * @return the store
      */
     public static PostgresLeaseStore open(ConnectionFactory connectionFactory, String table, ClientSettings settings) {
-        return new PostgresLeaseStore(connectionFactory, table, settings);
+        return open(connectionFactory, table, settings, null);
+    }
+
+    /**
+     * A store as {@link #open(ConnectionFactory, String, ClientSettings)}, whose grants store a holder label in the
+     * {@code holder} column. On a table created by an earlier version, without that column, the first acquire
+     * notices (SQLSTATE 42703, nothing changed), logs one WARN line and the store goes on without labels.
+     *
+     * @param connectionFactory the application's connection factory of r2dbc-postgresql
+     * @param table the lease table's name, already validated
+     * @param settings the client settings
+     * @param holderLabel the label, already validated, or {@code null} for none
+     * @return the store
+     */
+    public static PostgresLeaseStore open(ConnectionFactory connectionFactory, String table, ClientSettings settings,
+            @Nullable String holderLabel) {
+        return new PostgresLeaseStore(connectionFactory, table, settings, holderLabel);
     }
 
     /**
@@ -141,9 +196,24 @@ public final class PostgresLeaseStore implements LeaseStore {
 
     @Override
     public Mono<AcquireReply> acquire(String name, String owner, long leaseMillis, long floor) {
+        boolean withHolder = holderColumn;
+        return acquire(name, owner, leaseMillis, floor, withHolder)
+                .onErrorResume(e -> withHolder && PostgresErrors.missingHolderColumn(e), e -> {
+                    if (holderColumn) {
+                        holderColumn = false;
+                        log.warn("The lease table has no holder column (it was created by an earlier version of Fenced): "
+                                + "grants store no holder label, and the fleet view shows none. Run "
+                                + "PostgresLeaseTable.create (or its upgradeDdl()) to add it");
+                    }
+                    return acquire(name, owner, leaseMillis, floor, false);
+                });
+    }
+
+    private Mono<AcquireReply> acquire(String name, String owner, long leaseMillis, long floor, boolean withHolder) {
         String lockId = keys.lockKey(name);
-        return commands.runAcquire(name, c -> rows(c.createStatement(acquireSql)
+        return commands.runAcquire(name, c -> rows(holder(c.createStatement(withHolder ? acquireSql : acquireSqlWithoutHolder)
                         .bind(0, lockId).bind(1, owner).bind(2, leaseMillis).bind(3, floor).bind(4, commandTimeoutMillis),
+                        withHolder),
                         r -> r.map((row, meta) -> Boolean.TRUE.equals(row.get("acquired", Boolean.class))
                                 ? AcquireReply.acquired(longOf(row.get("token", Long.class)))
                                 : AcquireReply.busy(longOf(row.get("ttl", Long.class)))))
@@ -204,6 +274,64 @@ public final class PostgresLeaseStore implements LeaseStore {
             statement = token == null ? statement.bindNull(2, Long.class) : statement.bind(2, token);
             return rows(statement, r -> r.map((row, meta) -> Boolean.TRUE)).hasElements();
         });
+    }
+
+    /** Binds the label ({@code $6}) of an acquire with the holder column. */
+    private Statement holder(Statement statement, boolean withHolder) {
+        if (!withHolder) {
+            return statement;
+        }
+        String label = holderLabel;
+        return label == null ? statement.bindNull(5, String.class) : statement.bind(5, label);
+    }
+
+    /**
+     * Keyset pages of the lease table in the order of its primary key: {@code lock_id LIKE} the escaped prefix and
+     * pattern, after the last lock id of the previous page, at most {@link FleetPages#PAGE_SIZE} held locks each;
+     * remaining times by the database's clock.
+     */
+    @Override
+    public Flux<LockState> locks(NamePattern pattern) {
+        String like = pattern.like(keys.prefix());
+        return FleetPages.stream("", after -> commands.run("", "list locks", c -> rows(c.createStatement(pageSql)
+                        .bind(0, like).bind(1, after), r -> r.map((row, meta) -> new Object[] {
+                                row.get("lock_id", String.class), row.get("token", Long.class), row.get("ttl", Long.class),
+                                row.get("holder", String.class)}))
+                .collectList()
+                .map(rows -> {
+                    List<LockState> held = new ArrayList<>(rows.size());
+                    for (Object[] row : rows) {
+                        String name = pattern.nameIn(keys.prefix(), String.valueOf(row[0]));
+                        if (name != null) {
+                            held.add(new LockState(name, longOf((Long) row[1]), longOf((Long) row[2]), (String) row[3]));
+                        }
+                    }
+                    String last = rows.isEmpty() ? null : String.valueOf(rows.get(rows.size() - 1)[0]);
+                    return new FleetPages.Page<>(held, rows.size() < FleetPages.PAGE_SIZE ? null : last);
+                })));
+    }
+
+    @Override
+    public Mono<LockState> lock(String name) {
+        return commands.run(name, "inspect lock", c -> rows(c.createStatement(lockSql).bind(0, keys.lockKey(name)),
+                        r -> r.map((row, meta) -> new LockState(name, longOf(row.get("token", Long.class)),
+                                longOf(row.get("ttl", Long.class)), row.get("holder", String.class))))
+                .next());
+    }
+
+    /**
+     * One statement: clears the owner of a held row, whoever it is, and notifies waiters. The row's token, the
+     * lock's counter, stays, so the next grant's token ({@code GREATEST(token + 1, …)}) is above the broken one; the
+     * broken holder's renewals and release require its owner and find none.
+     */
+    @Override
+    public Mono<Broken> breakLock(String name) {
+        return commands.run(name, "force-release", c -> rows(c.createStatement(breakSql)
+                        .bind(0, keys.lockKey(name)).bind(1, channel),
+                        r -> r.map((row, meta) -> new Broken(true, longOf(row.get("token", Long.class)),
+                                row.get("holder", String.class))))
+                .next()
+                .defaultIfEmpty(Broken.NOTHING));
     }
 
     @Override

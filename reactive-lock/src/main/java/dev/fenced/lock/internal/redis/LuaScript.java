@@ -21,6 +21,8 @@ record LuaScript(String name, String source, String sha1) {
     static final LuaScript RENEW = load("renew.lua");
     static final LuaScript RELEASE = load("release.lua");
     static final LuaScript RENEW_ON_NODE = load("renew-node.lua");
+    static final LuaScript INSPECT = load("inspect.lua");
+    static final LuaScript FORCE_RELEASE = load("force-release.lua");
 
     static LuaScript load(String resource) {
         try (InputStream in = LuaScript.class.getResourceAsStream(resource)) {

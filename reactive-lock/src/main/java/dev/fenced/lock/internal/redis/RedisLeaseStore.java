@@ -2,14 +2,21 @@ package dev.fenced.lock.internal.redis;
 
 import dev.fenced.lock.TokenScheme;
 import dev.fenced.lock.internal.ClientSettings;
+import dev.fenced.lock.internal.FleetPages;
 import dev.fenced.lock.internal.KeyLayout;
 import dev.fenced.lock.internal.LeaseStore;
+import dev.fenced.lock.internal.NamePattern;
+import io.lettuce.core.KeyScanCursor;
 import io.lettuce.core.RedisCommandExecutionException;
+import io.lettuce.core.ScanArgs;
+import io.lettuce.core.ScanCursor;
 import io.lettuce.core.ScriptOutputType;
 import io.lettuce.core.cluster.api.reactive.RedisClusterReactiveCommands;
 import java.time.Duration;
 import java.util.ArrayList;
+import java.util.LinkedHashSet;
 import java.util.List;
+import java.util.Set;
 import java.util.function.Function;
 import org.jspecify.annotations.Nullable;
 import reactor.core.publisher.Flux;
@@ -37,6 +44,9 @@ public final class RedisLeaseStore implements LeaseStore {
     private final ReleaseWatches watches;
     private final ReplicaAcks acks;
     private final boolean serverTimeTokens;
+    /** The holder label written with every grant, or {@code null} for none. */
+    private final @Nullable String holderLabel;
+    private final boolean oneServer;
     private final Sinks.Many<String> serverChanges = Sinks.many().multicast().directBestEffort();
     // Read here, on the thread that builds the client: reading resources on an event loop would block it.
     private final LuaScript acquireScript = LuaScript.ACQUIRE;
@@ -49,9 +59,10 @@ public final class RedisLeaseStore implements LeaseStore {
     private final @Nullable ScriptBatcher<AcquireRequest, AcquireReply> acquires;
     private final @Nullable ScriptBatcher<ReleaseRequest, Boolean> releases;
 
-    private RedisLeaseStore(ClientSettings settings, ReplicaAcks acks,
+    private RedisLeaseStore(ClientSettings settings, ReplicaAcks acks, @Nullable String holderLabel,
             Function<RedisConnections.Listener, RedisConnections> connect) {
         this.keys = new KeyLayout(settings.keyPrefix());
+        this.holderLabel = holderLabel;
         this.acks = acks;
         this.serverTimeTokens = settings.tokenScheme() == TokenScheme.SERVER_TIME;
         // The listener is called only once the connections exist, so it may reach the watches.
@@ -79,7 +90,7 @@ public final class RedisLeaseStore implements LeaseStore {
         watchesOnceBuilt[0] = watches;
         this.acknowledged = new AcknowledgedAcquire(commands, connections, acks, acquireScript, this::release);
         // One keyspace: a call may carry locks of many slots (a proxy that refuses it makes the batcher send alone).
-        boolean oneServer = connections instanceof StandaloneConnections;
+        this.oneServer = connections instanceof StandaloneConnections;
         Duration timeout = settings.commandTimeout();
         this.acquires = oneServer && !acks.required()
                 ? new ScriptBatcher<>(this::acquireAlone, this::acquireTogether,
@@ -102,9 +113,25 @@ public final class RedisLeaseStore implements LeaseStore {
      * @return the store
      */
     public static RedisLeaseStore open(RedisTarget target, ClientSettings settings, ReplicaAcks acks) {
+        return open(target, settings, acks, null);
+    }
+
+    /**
+     * A store on the given deployment, as {@link #open(RedisTarget, ClientSettings, ReplicaAcks)}, whose grants
+     * record a holder label for the fleet view.
+     *
+     * @param target the deployment and who owns its Lettuce client
+     * @param settings the client settings
+     * @param acks the replica acknowledgement required of an acquire
+     * @param holderLabel the label written with every grant (one {@code SET} in the acquire script), already
+     *     validated, or {@code null} to write none
+     * @return the store
+     */
+    public static RedisLeaseStore open(RedisTarget target, ClientSettings settings, ReplicaAcks acks,
+            @Nullable String holderLabel) {
         Duration timeout = settings.commandTimeout();
         String prefix = settings.keyPrefix();
-        return new RedisLeaseStore(settings, acks, listener -> {
+        return new RedisLeaseStore(settings, acks, holderLabel, listener -> {
             // One case per kind of target (a switch over the sealed type needs Java 21).
             if (target instanceof RedisTarget.Server server) {
                 return StandaloneConnections.owned(server.uri(), timeout, prefix, listener);
@@ -171,9 +198,15 @@ public final class RedisLeaseStore implements LeaseStore {
         return scriptKeys;
     }
 
-    /** The acquire script's arguments: the token scheme, a hand-off's releasing lease ('' for none), then each lock's. */
+    /**
+     * The acquire script's arguments: the token scheme, a hand-off's releasing lease ('' for none), then each lock's,
+     * then the holder label if the client has one.
+     */
     private String[] acquireArgs(List<AcquireRequest> requests, String releasingOwner, String releasingToken) {
-        String[] args = new String[3 + requests.size() * 3];
+        String[] args = new String[3 + requests.size() * 3 + (holderLabel != null ? 1 : 0)];
+        if (holderLabel != null) {
+            args[args.length - 1] = holderLabel;
+        }
         args[0] = serverTimeTokens ? "1" : "";
         args[1] = releasingOwner;
         args[2] = releasingToken;
@@ -292,6 +325,102 @@ public final class RedisLeaseStore implements LeaseStore {
                     : ScriptBatcher.Reply.failed(new RedisCommandExecutionException(String.valueOf(deleted))));
         }
         return released;
+    }
+
+    /**
+     * {@code SCAN} pages with {@code MATCH} (the escaped prefix and pattern, inside the hash tag's braces) and a
+     * {@code COUNT} of {@link FleetPages#PAGE_SIZE}; on a cluster, Lettuce's cluster scan goes through every primary
+     * in turn. Each page's keys are then read by the inspect script: in one call on one server, one call per lock
+     * (routed to its slot) on a cluster. {@code SCAN} may return a key twice while the server resizes its key table;
+     * a page never lists a lock twice, but two pages may.
+     */
+    @Override
+    public Flux<LockState> locks(NamePattern pattern) {
+        ScanArgs args = ScanArgs.Builder.matches(pattern.scanMatch(keys.prefix())).limit(FleetPages.PAGE_SIZE);
+        return FleetPages.stream(ScanCursor.INITIAL, cursor -> scanPage(cursor, args, pattern));
+    }
+
+    private Mono<FleetPages.Page<ScanCursor>> scanPage(ScanCursor cursor, ScanArgs args, NamePattern pattern) {
+        return commands.<KeyScanCursor<String>>command("", "list locks", r -> r.scan(cursor, args))
+                .flatMap(page -> {
+                    Set<String> names = new LinkedHashSet<>();
+                    for (String key : page.getKeys()) {
+                        String name = pattern.nameIn(keys.prefix(), key);
+                        if (name != null) {
+                            names.add(name);
+                        }
+                    }
+                    ScanCursor next = page.isFinished() ? null : page;
+                    return inspect(List.copyOf(names)).map(locks -> new FleetPages.Page<>(locks, next));
+                });
+    }
+
+    /** The held locks among {@code names}, read by the inspect script. */
+    private Mono<List<LockState>> inspect(List<String> names) {
+        if (names.isEmpty()) {
+            return Mono.just(List.of());
+        }
+        if (oneServer) {
+            String[] scriptKeys = new String[names.size() * 2];
+            for (int i = 0; i < names.size(); i++) {
+                scriptKeys[2 * i] = keys.lockKey(names.get(i));
+                scriptKeys[2 * i + 1] = keys.holderKey(names.get(i));
+            }
+            return commands.<Object>evalList(LuaScript.INSPECT, scriptKeys, () -> new String[0],
+                    names.size() == 1 ? names.get(0) : "", "inspect locks").map(reply -> lockStates(names, reply));
+        }
+        // The keys of one page live in many slots: one call per lock, pipelined on the cluster connection.
+        return Flux.fromIterable(names)
+                .flatMapSequential(name -> commands.<Object>evalList(LuaScript.INSPECT,
+                        new String[] {keys.lockKey(name), keys.holderKey(name)}, () -> new String[0], name, "inspect lock")
+                        .map(reply -> lockStates(List.of(name), reply)), 32)
+                .concatMapIterable(list -> list)
+                .collectList();
+    }
+
+    /** The inspect script's reply: per lock its token ('' when free), remaining ms and label ('' when none). */
+    private static List<LockState> lockStates(List<String> names, List<Object> reply) {
+        if (reply.size() != 3 * names.size()) {
+            throw new IllegalStateException("the inspect script answered " + reply.size() + " values for " + names.size()
+                    + " lock(s)");
+        }
+        List<LockState> held = new ArrayList<>(names.size());
+        for (int i = 0; i < names.size(); i++) {
+            String token = String.valueOf(reply.get(3 * i));
+            if (token.isEmpty()) {
+                continue; // released between the scan and the read
+            }
+            long ttl = reply.get(3 * i + 1) instanceof Long n ? n : 0;
+            String label = String.valueOf(reply.get(3 * i + 2));
+            held.add(new LockState(names.get(i), Long.parseLong(token), Math.max(0, ttl), label.isEmpty() ? null : label));
+        }
+        return held;
+    }
+
+    @Override
+    public Mono<LockState> lock(String name) {
+        return commands.<Object>evalList(LuaScript.INSPECT, new String[] {keys.lockKey(name), keys.holderKey(name)},
+                        () -> new String[0], name, "inspect lock")
+                .flatMapIterable(reply -> lockStates(List.of(name), reply))
+                .next();
+    }
+
+    @Override
+    public Mono<Broken> breakLock(String name) {
+        String[] scriptKeys = {keys.lockKey(name), keys.fenceKey(name), keys.holderKey(name)};
+        return commands.<Object>evalList(LuaScript.FORCE_RELEASE, scriptKeys,
+                        () -> new String[] {connections.shardedPubSub() ? "1" : "", keys.releaseChannel(name)},
+                        name, "force-release")
+                .map(reply -> {
+                    if (reply.size() != 3) {
+                        throw new IllegalStateException("the force-release script answered " + reply.size() + " values");
+                    }
+                    if (!Long.valueOf(1L).equals(reply.get(0))) {
+                        return Broken.NOTHING;
+                    }
+                    String label = String.valueOf(reply.get(2));
+                    return new Broken(true, Long.parseLong(String.valueOf(reply.get(1))), label.isEmpty() ? null : label);
+                });
     }
 
     @Override

@@ -7,6 +7,9 @@
 --   without a notification
 -- ARGV[3i+1], ARGV[3i+2], ARGV[3i+3] the owner id of lock i, its lease time in ms and its floor: its next token
 --   must exceed the floor (0 = none)
+-- ARGV[3n+4] (n locks) the holder label of the acquiring client, absent when it stores none: a grant writes
+--   "token label" to the lock's holder key (lock key .. ':holder', same hash tag), one write per grant, never on
+--   renewal; the fleet view shows the label only while the lock holds that token
 -- Returns two values per lock, then one: {1, token} when the owner holds lock i, {0, holder's remaining ms}
 -- otherwise, {-1, error message} when a command failed for lock i alone (a key of another type, say: the other
 -- locks are answered as usual); last, 1 when a hand-off's releasing lease held lock 1, else 0.
@@ -21,6 +24,14 @@ if ARGV[1] == '1' then
   now = tonumber(time[1]) * 1000000 + tonumber(time[2])
 end
 local released = 0
+local label = ARGV[3 * (#KEYS / 2) + 4]
+
+-- Lock i was just granted with token value: records who holds it, when the client has a label.
+local function labelled(lock, value)
+  if label then
+    redis.call('SET', lock .. ':holder', value .. ' ' .. label)
+  end
+end
 
 -- Lock i found taken: a retried acquire of the same owner keeps its token and refreshes the lease; another
 -- owner's lock answers its remaining time.
@@ -64,6 +75,7 @@ local function readingFirst(i)
   local value = string.format('%d', token)
   redis.call('SET', counter, value)
   redis.call('SET', lock, owner .. ':' .. value, 'PX', lease)
+  labelled(lock, value)
   return 1, token
 end
 
@@ -82,11 +94,13 @@ local function mintingFirst(i)
   local value = owner .. ':' .. string.format('%d', token)
   local current = redis.call('SET', lock, value, 'NX', 'PX', lease, 'GET')
   if not current then
+    labelled(lock, string.format('%d', token))
     return 1, token
   end
   if handedOff(i, current) then
     released = 1
     redis.call('SET', lock, value, 'PX', lease)
+    labelled(lock, string.format('%d', token))
     return 1, token
   end
   return taken(lock, owner, lease, current)

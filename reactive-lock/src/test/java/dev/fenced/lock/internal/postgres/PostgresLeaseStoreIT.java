@@ -220,4 +220,49 @@ class PostgresLeaseStoreIT extends LeaseStoreContract {
                 });
         unreachable.close().block(Duration.ofSeconds(5));
     }
+
+    /**
+     * A table created by an earlier version, without the holder column: a store with a label acquires, renews and
+     * lists without labels, after one WARN line; {@code create} adds the column, idempotently, and then labels work.
+     */
+    @Test
+    void aTableOfAnEarlierVersionWorksWithoutLabelsUntilCreateAddsTheColumn() {
+        String old = "fenced_lease_v0_" + UUID.randomUUID().toString().replace("-", "").substring(0, 8);
+        sql("CREATE TABLE " + old + " (lock_id text PRIMARY KEY, owner text, token bigint NOT NULL,"
+                + " expires_at timestamptz NOT NULL)", Long.class);
+        ch.qos.logback.classic.Logger log = (ch.qos.logback.classic.Logger) org.slf4j.LoggerFactory.getLogger(PostgresLeaseStore.class);
+        ch.qos.logback.core.read.ListAppender<ch.qos.logback.classic.spi.ILoggingEvent> events = new ch.qos.logback.core.read.ListAppender<>();
+        events.start();
+        log.addAppender(events);
+        PostgresLeaseStore labelled = PostgresLeaseStore.open(pool, old, settings, "web-1 (pid 1)");
+        try {
+            AcquireReply a = labelled.acquire("old-a", "a", 10_000, 0).block(Duration.ofSeconds(5));
+            AcquireReply b = labelled.acquire("old-b", "b", 10_000, 0).block(Duration.ofSeconds(5));
+            assertThat(a.acquired()).isTrue();
+            assertThat(b.acquired()).isTrue();
+            assertThat(labelled.renew(List.of(new RenewRequest("old-a", "a", a.token(), 10_000))).block(Duration.ofSeconds(5)))
+                    .containsExactly(true);
+            StepVerifier.create(labelled.locks(dev.fenced.lock.internal.NamePattern.of("old-*")))
+                    .expectNextMatches(l -> l.holderLabel() == null)
+                    .expectNextMatches(l -> l.holderLabel() == null)
+                    .verifyComplete();
+            assertThat(events.list).filteredOn(e -> e.getLevel() == ch.qos.logback.classic.Level.WARN).hasSize(1)
+                    .allSatisfy(e -> assertThat(e.getFormattedMessage()).contains("has no holder column"));
+
+            PostgresLeaseTable.named(old).create(pool).block(Duration.ofSeconds(30));
+            PostgresLeaseTable.named(old).create(pool).block(Duration.ofSeconds(30));
+            PostgresLeaseStore upgraded = PostgresLeaseStore.open(pool, old, settings, "web-2 (pid 2)");
+            try {
+                assertThat(upgraded.acquire("old-c", "c", 10_000, 0).block(Duration.ofSeconds(5)).acquired()).isTrue();
+                StepVerifier.create(upgraded.lock("old-c").map(LeaseStore.LockState::holderLabel))
+                        .expectNext("web-2 (pid 2)").verifyComplete();
+            } finally {
+                upgraded.close().block(Duration.ofSeconds(10));
+            }
+        } finally {
+            log.detachAppender(events);
+            labelled.close().block(Duration.ofSeconds(10));
+            sql("DROP TABLE " + old, Long.class);
+        }
+    }
 }

@@ -11,12 +11,22 @@ class Redis6LeaseStoreIT extends RedisLeaseStoreIT {
 
     @Override
     String uriOf(RedisServer redis) {
+        return redis6Uri();
+    }
+
+    private static String redis6Uri() {
         synchronized (Redis6LeaseStoreIT.class) {
             if (redis6 == null) {
                 redis6 = RedisProcess.startRedis6();
             }
             return redis6.uri();
         }
+    }
+
+    /** Redis 6.2 already runs as a process of this class's own. */
+    @Override
+    String privateUri() {
+        return redis6Uri();
     }
 
     @AfterAll
