@@ -15,6 +15,7 @@ final class Report {
 
     private final List<Checker.Result> results = new ArrayList<>();
     private final java.util.Map<Checker.Result, Run.Orphans> orphans = new java.util.IdentityHashMap<>();
+    private final List<String> notes = new ArrayList<>();
     private final long startedAt = System.nanoTime();
 
     synchronized void add(Checker.Result result) {
@@ -25,6 +26,18 @@ final class Report {
     synchronized void add(Run.Outcome outcome) {
         add(outcome.result());
         orphans.put(outcome.result(), outcome.orphans());
+    }
+
+    /** Adds a line to the notes under the table: what a scenario counted beyond the checker's columns. */
+    synchronized void note(String line) {
+        notes.add(line);
+    }
+
+    /** The notes, as a Markdown list; empty if there are none. */
+    synchronized String notes() {
+        StringBuilder out = new StringBuilder();
+        notes.forEach(line -> out.append("- ").append(line).append('\n'));
+        return out.toString();
     }
 
     synchronized String table() {
@@ -72,7 +85,7 @@ final class Report {
                 + "Redis answered as another server). "
                 + "I5 bound: " + Checker.LOSS_SIGNAL_BOUND.toMillis() + " ms. Orphan leases: locks of the run still held in the "
                 + "lock service once every client of the run was closed, so held by nobody, with the longest time one had "
-                + "left.\n\n" + examples();
+                + "left.\n\n" + (notes.isEmpty() ? "" : "Scenario counts:\n\n" + notes() + "\n") + examples();
         try {
             Files.createDirectories(directory);
             Path file = directory.resolve("torture-report.md");

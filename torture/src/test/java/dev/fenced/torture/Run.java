@@ -273,11 +273,20 @@ final class Run {
 
         /** A locker of this run's arm, behind a new proxy to the lock service; closed with the run. */
         Locker locker(String name) {
-            return locker(name, service.clientProxy());
+            return locker(name, service.clientProxy(), leaseTime());
+        }
+
+        /** As {@link #locker(String)}, with leases of {@code leaseTime} instead of the run's. */
+        Locker locker(String name, Duration leaseTime) {
+            return locker(name, service.clientProxy(), leaseTime);
         }
 
         private Locker locker(String name, TcpProxy proxy) {
-            Locker locker = Locker.create(setup.arm(), service.endpoint(proxy), prefix, leaseTime(), setup.profile().maxWait(),
+            return locker(name, proxy, leaseTime());
+        }
+
+        private Locker locker(String name, TcpProxy proxy, Duration leaseTime) {
+            Locker locker = Locker.create(setup.arm(), service.endpoint(proxy), prefix, leaseTime, setup.profile().maxWait(),
                     name);
             resources.add(locker);
             return locker;

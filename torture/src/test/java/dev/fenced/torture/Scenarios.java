@@ -790,6 +790,158 @@ final class Scenarios {
         return value == null ? -1 : value;
     }
 
+    /** Locks of paused holders broken by scenario 13's operator (outcome RELEASED, the paused holder's token), across runs. */
+    static final java.util.concurrent.atomic.AtomicLong BREAKS = new java.util.concurrent.atomic.AtomicLong();
+
+    /**
+     * Locks of scenario 13 broken before their holder's pause ended, across runs (a slow round may break the lock just
+     * after the thaw: the holder then renewed once before the break, and the rest of the round is the same).
+     */
+    static final java.util.concurrent.atomic.AtomicLong BREAKS_WHILE_PAUSED = new java.util.concurrent.atomic.AtomicLong();
+
+    /** Rounds of scenario 13 whose next grant's token was above the broken one, across runs. */
+    static final java.util.concurrent.atomic.AtomicLong NEXT_GRANTS_ABOVE_BROKEN = new java.util.concurrent.atomic.AtomicLong();
+
+    /** Rounds of scenario 13 whose next grant's token was not above the broken one (none may be), across runs. */
+    static final java.util.concurrent.atomic.AtomicLong NEXT_GRANTS_NOT_ABOVE_BROKEN = new java.util.concurrent.atomic.AtomicLong();
+
+    /**
+     * Broken holders of scenario 13 whose lease was lost with {@code NOT_HELD} before anything released it, within one
+     * lease of the thaw, across runs: their first renewal after the break found the lock gone.
+     */
+    static final java.util.concurrent.atomic.AtomicLong BROKEN_LOST_NOT_HELD = new java.util.concurrent.atomic.AtomicLong();
+
+    /**
+     * Broken holders of scenario 13 whose lease was not lost with {@code NOT_HELD} by then (another reason, or not
+     * within the lease), across runs: none may be.
+     */
+    static final java.util.concurrent.atomic.AtomicLong BROKEN_NOT_LOST_IN_TIME = new java.util.concurrent.atomic.AtomicLong();
+
+    /** Late writes of scenario 13's broken holders refused by storage, across runs. */
+    static final java.util.concurrent.atomic.AtomicLong BROKEN_WRITES_REFUSED = new java.util.concurrent.atomic.AtomicLong();
+
+    /** Late writes of scenario 13's broken holders that storage accepted (the control arm's danger), across runs. */
+    static final java.util.concurrent.atomic.AtomicLong BROKEN_WRITES_ACCEPTED = new java.util.concurrent.atomic.AtomicLong();
+
+    /**
+     * The paused holder's lease in scenario 13: five times the run's, so that the lock is freed by the break, long
+     * before it would expire by itself, and renewed every second (a third of it).
+     */
+    private static final Duration PAUSED_HOLDER_LEASE = Duration.ofSeconds(3);
+
+    /**
+     * (13) An operator breaks the lock of a paused holder. Each round, on the witness lock: a holder with a lease of
+     * {@link #PAUSED_HOLDER_LEASE} acquires, claims and reads, and stalls (renewals frozen) for one and a half renewal
+     * periods; meanwhile an operator, with a client of its own, lists the run's held locks ({@code locks("*")}, the
+     * fleet view), finds the witness lock held by the paused holder's label with its token, and force-releases it with
+     * a reason; the outcome must be {@code RELEASED} with the paused holder's token. Another holder then takes the lock
+     * (its token must be above the broken one: both are recorded), claims, reads and writes. The paused holder thaws:
+     * its overdue renewal runs first, and its lease must be lost with {@code NOT_HELD} then (the nemesis waits for the
+     * loss signal at most one lease, and counts a loss for another reason, or none, as late); then it writes with the
+     * view of the lease it had before the pause, which still says held. Storage must refuse that write on the fenced
+     * arms (and the checker sees the rest: I1, I2 and M1); the control arm ({@link Arm#LEASE_CHECK}: the lease checked,
+     * then an unfenced write) lets it through after the newer holder's write, a lost update the checker must flag. The
+     * run fails if no round broke a lock.
+     */
+    static Run.Nemesis forceReleasePaused() {
+        return context -> {
+            String resource = context.setup.witnessResources().get(0);
+            Witness paused = new Witness(context, "witness-paused", context.locker("witness-paused", PAUSED_HOLDER_LEASE));
+            Witness next = new Witness(context, "witness-next", context.locker("witness-next"));
+            FencedLockClient operator = context.client(context.service.clientProxy(),
+                    b -> b.holderLabel("torture operator"));
+            // Connected before the first round, so that the operator acts within the pause from the first round on.
+            operator.locks("*").then().block(Duration.ofSeconds(10));
+            int broken = 0;
+            for (int round = 1; context.timeLeft(); round++) {
+                if (breakRound(context, resource, paused, next, operator, round)) {
+                    broken++;
+                }
+                context.pace(100);
+            }
+            if (broken == 0) {
+                throw new IllegalStateException("No round broke the lock of a paused holder: the scenario tested nothing");
+            }
+            LOG.info("Scenario 13: {} locks of paused holders broken", broken);
+        };
+    }
+
+    /**
+     * One round of (13); false if the paused holder could not acquire (recorded as such). A round whose next holder
+     * could not take the broken lock (recorded too) sends no late write: storage has seen no newer token then.
+     */
+    private static boolean breakRound(Run.Context context, String resource, Witness paused, Witness next,
+            FencedLockClient operator, int round) throws InterruptedException {
+        Witness.Step step = paused.acquireClaimRead(resource, "fr" + round + "-paused");
+        if (step == null) {
+            return false;
+        }
+        Grant grant = step.grant();
+        Thread thaws = paused.stall(step.held(), PAUSED_HOLDER_LEASE.toMillis() / 2);
+        long at = System.nanoTime();
+        // The operator's view: whoever holds the witness lock, by the label its client stored with the grant.
+        dev.fenced.lock.LockInfo seen = operator.locks("*").filter(l -> l.name().equals(resource))
+                .next().block(Duration.ofSeconds(10));
+        if (seen == null || seen.token() != grant.token()
+                || !Locker.Fenced.label("witness-paused").equals(seen.holderLabel())) {
+            thaws.join();
+            throw new IllegalStateException("The fleet view did not show " + resource + " held by the paused holder (token "
+                    + grant.token() + "): " + seen);
+        }
+        dev.fenced.lock.ForceReleaseResult result = operator.forceRelease(resource, "torture operator: holder '"
+                + seen.holderLabel() + "' paused, round " + round).block(Duration.ofSeconds(10));
+        context.history.fault("force-release of a paused holder", at, System.nanoTime());
+        if (result == null || result.outcome() != dev.fenced.lock.ForceReleaseResult.Outcome.RELEASED
+                || result.token() != grant.token()) {
+            thaws.join();
+            throw new IllegalStateException("The force-release of " + resource + " held by the paused holder (token "
+                    + grant.token() + ") answered " + result);
+        }
+        BREAKS.incrementAndGet();
+        if (thaws.isAlive()) {
+            BREAKS_WHILE_PAUSED.incrementAndGet();
+        }
+        // Another holder takes the lock the break freed, long before the paused holder's lease would have expired.
+        Witness.Step newer = null;
+        for (int attempt = 1; attempt <= 3 && newer == null; attempt++) {
+            newer = next.acquireClaimRead(resource, "fr" + round + "-next-" + attempt);
+        }
+        if (newer != null) {
+            boolean above = newer.grant().token() > result.token();
+            (above ? NEXT_GRANTS_ABOVE_BROKEN : NEXT_GRANTS_NOT_ABOVE_BROKEN).incrementAndGet();
+            LOG.info("Scenario 13, round {}: broken token {}, next grant's token {}", round, result.token(),
+                    newer.grant().token());
+            next.writeAndRelease(newer, false);
+        }
+        thaws.join();
+        // The overdue renewal runs on the thaw: the lease must be lost then, NOT_HELD (the lock is gone).
+        dev.fenced.lock.LeaseLostException loss;
+        try {
+            loss = grant.requireLease().lost().block(PAUSED_HOLDER_LEASE);
+        } catch (IllegalStateException notWithinTheLease) {
+            loss = null;
+        }
+        if (loss != null && loss.reason() == dev.fenced.lock.LossReason.NOT_HELD) {
+            BROKEN_LOST_NOT_HELD.incrementAndGet();
+        } else {
+            BROKEN_NOT_LOST_IN_TIME.incrementAndGet();
+            LOG.warn("Scenario 13, round {}: the broken holder's lease was not lost NOT_HELD at its renewal: {}", round,
+                    loss == null ? "no loss within the lease" : loss.reason());
+        }
+        if (newer == null) {
+            // Storage has seen no newer token, so the late write would be accepted, as the README says: not this test.
+            paused.abandon(step.held(), "the next holder could not take the broken lock");
+            return true;
+        }
+        // The paused holder goes on as if it still held the lock: its write carries the view it had before the pause.
+        if (paused.writeAndRelease(step, true) == History.Outcome.STALE) {
+            BROKEN_WRITES_REFUSED.incrementAndGet();
+        } else {
+            BROKEN_WRITES_ACCEPTED.incrementAndGet();
+        }
+        return true;
+    }
+
     /** Rounds of scenario C3 whose newer holder got a token below the stalled holder's, across runs. */
     static final java.util.concurrent.atomic.AtomicLong GRANTS_BELOW_STALLED_BY_CLOCK = new java.util.concurrent.atomic.AtomicLong();
 

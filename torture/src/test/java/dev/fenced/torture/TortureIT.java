@@ -48,6 +48,10 @@ class TortureIT {
     private static final int SOAK_WORKERS = 16;
     private static final int SOAK_ACCOUNTS = 8;
     private static final Worker.Profile PROFILE = new Worker.Profile(LEASE, Duration.ofSeconds(4), 0.15, 30, 0.5);
+    /** Workers that never pause past their lease: in scenario 13's control only the broken holder can be flagged. */
+    private static final Worker.Profile QUIET = new Worker.Profile(LEASE, Duration.ofSeconds(4), 0, 30, 0);
+    /** Scenario 13's control arm: two or three rounds show the accepted late write. */
+    private static final Duration BREAK_CONTROL = Duration.ofSeconds(4);
     private static final List<String> RESOURCES = List.of("account-1", "account-2");
     private static final List<String> WITNESS = List.of("witness");
     private static final int WORKERS = 5;
@@ -66,7 +70,7 @@ class TortureIT {
     static void report() {
         String table = REPORT.table();
         Path file = REPORT.write(Path.of(System.getProperty("torture.reportDir", "target")));
-        System.out.println("\nTorture report (" + file + "):\n" + table);
+        System.out.println("\nTorture report (" + file + "):\n" + table + REPORT.notes());
     }
 
     private static Supplier<RedisTopology> shared() {
@@ -322,6 +326,84 @@ class TortureIT {
                 tokenOrder, Scenarios.failover(1_000));
         assertThat(Scenarios.REISSUED_TOKENS.get() - reissued).as("counter tokens re-issued by the new primary").isPositive();
         assertThat(counter.m1()).as("re-issued tokens flagged by the token order").isPositive();
+    }
+
+    /**
+     * Issue #25's scenario on the PostgreSQL lease store: the lock of a paused holder broken by an operator, as in
+     * scenario 13 (without its control arm, which shows the same on any store).
+     */
+    @Test
+    @Order(152)
+    void postgresStoreForceReleaseOfAPausedHolderRefusesItsLateWrites() throws Exception {
+        runBreak("P13 PostgreSQL: force-release of a paused holder", postgresShared());
+    }
+
+    /**
+     * Issue #25: an operator finds a paused holder in the fleet view and breaks its lock ({@code forceRelease}); the
+     * next holder's token is above the broken one (M1 as well), the broken holder's lease is lost with
+     * {@code NOT_HELD} at its first renewal after the thaw, and storage refuses its late write. The control arm (the
+     * lease checked before the pause, then an unfenced write; workers that never pause, so that only the broken holder
+     * can be flagged) lets that write through after the next holder's, and the checker flags the lost update. On a
+     * Redis of its own: the fleet view scans the whole key space, and on the shared test server, which other builds
+     * fill with a hundred thousand keys and more, one listing takes longer than the holder's pause.
+     */
+    @Test
+    @Order(107)
+    void forceReleaseOfAPausedHolderRefusesItsLateWritesAndAnUnfencedLateWriteIsFlagged() throws Exception {
+        runBreak("13 force-release of a paused holder", own());
+
+        long accepted = Scenarios.BROKEN_WRITES_ACCEPTED.get();
+        long breaks = Scenarios.BREAKS.get();
+        Checker.Result control = run("13 force-release of a paused holder", Arm.LEASE_CHECK, own(), BREAK_CONTROL,
+                WORKERS, RESOURCES, QUIET.withMutexCheck(Checker.Mutex.TOKEN_ORDER_ONLY), Scenarios.forceReleasePaused());
+        long broken = Scenarios.BREAKS.get() - breaks;
+        long lateAccepted = Scenarios.BROKEN_WRITES_ACCEPTED.get() - accepted;
+        assertThat(broken).as("locks of paused holders broken").isPositive();
+        assertThat(lateAccepted).as("unfenced late writes of broken holders accepted").isPositive();
+        assertThat(control.i2()).as("lost updates by the broken holders' late writes").isPositive();
+        REPORT.note("13 (" + Arm.LEASE_CHECK.label() + "): " + broken + " locks broken, " + lateAccepted
+                + " late writes of the broken holders accepted by the unfenced row after the next holder's, flagged by "
+                + "I1 " + control.i1() + ", I2 " + control.i2() + ", I3 " + control.i3() + ", I6 " + control.i6());
+    }
+
+    /**
+     * Scenario 13 on the fenced arm: every round breaks a lock (at least one while its holder is paused), gives the
+     * next holder a token above the broken one, loses the broken lease with {@code NOT_HELD} and refuses the late
+     * write; the counts go to the report's notes.
+     */
+    private static void runBreak(String scenario, Supplier<? extends LockService> service) throws Exception {
+        long breaks = Scenarios.BREAKS.get();
+        long whilePaused = Scenarios.BREAKS_WHILE_PAUSED.get();
+        long above = Scenarios.NEXT_GRANTS_ABOVE_BROKEN.get();
+        long notAbove = Scenarios.NEXT_GRANTS_NOT_ABOVE_BROKEN.get();
+        long notHeld = Scenarios.BROKEN_LOST_NOT_HELD.get();
+        long late = Scenarios.BROKEN_NOT_LOST_IN_TIME.get();
+        long refused = Scenarios.BROKEN_WRITES_REFUSED.get();
+        long accepted = Scenarios.BROKEN_WRITES_ACCEPTED.get();
+        Checker.Result result = run(scenario, Arm.FENCED, service, SHORT_SCENARIO, WORKERS, RESOURCES,
+                PROFILE.withMutexCheck(Checker.Mutex.TOKEN_ORDER_ONLY), Scenarios.forceReleasePaused());
+        long broken = Scenarios.BREAKS.get() - breaks;
+        long paused = Scenarios.BREAKS_WHILE_PAUSED.get() - whilePaused;
+        long nextAbove = Scenarios.NEXT_GRANTS_ABOVE_BROKEN.get() - above;
+        long lostNotHeld = Scenarios.BROKEN_LOST_NOT_HELD.get() - notHeld;
+        long lateRefused = Scenarios.BROKEN_WRITES_REFUSED.get() - refused;
+        assertThat(broken).as("locks of paused holders broken").isPositive();
+        assertThat(paused).as("locks broken while their holder was paused").isPositive();
+        assertThat(nextAbove).as("next grants with a token above the broken one").isPositive();
+        assertThat(Scenarios.NEXT_GRANTS_NOT_ABOVE_BROKEN.get() - notAbove).as("next grants not above the broken token")
+                .isZero();
+        assertThat(Scenarios.BROKEN_NOT_LOST_IN_TIME.get() - late)
+                .as("broken leases not lost NOT_HELD at their first renewal after the thaw").isZero();
+        assertThat(lostNotHeld).as("broken leases lost NOT_HELD").isEqualTo(broken);
+        assertThat(Scenarios.BROKEN_WRITES_ACCEPTED.get() - accepted).as("late writes of broken holders accepted")
+                .isZero();
+        assertThat(lateRefused).as("late writes of broken holders refused (one per round with a next grant)")
+                .isEqualTo(nextAbove);
+        assertThat(result.m1()).as("grants whose token did not grow").isZero();
+        REPORT.note(scenario.split(" ")[0] + " (" + Arm.FENCED.label() + "): " + broken + " locks broken (" + paused
+                + " while their holder was paused); the next grant's token above the broken one in " + nextAbove + " of "
+                + broken + "; " + lostNotHeld + " broken leases lost NOT_HELD at their first renewal after the break; "
+                + lateRefused + " late writes of the broken holders refused by storage, 0 accepted");
     }
 
     @Test
