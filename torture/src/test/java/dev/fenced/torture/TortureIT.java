@@ -31,7 +31,7 @@ import org.junit.jupiter.api.extension.ExtendWith;
  * {@code target/torture-report.md}. {@code -Dtorture.soak=PT30M} makes the soak scenario run that long, and
  * {@code -Dtorture.soakOperations=10000} until that many operations. Issue #27 added the orphan-renewal regressions
  * (scenario 11) and the fenced-mutex model check (12, 12f, P12); the lock-set workload is in {@link TortureWritesIT},
- * the clock faults in {@link ClockFaultsIT}.
+ * the clock faults in {@link ClockFaultsIT}. Issue #25 added the force-release of a paused holder's lock (13, P13).
  */
 @ExtendWith({RedisServerExtension.class, PostgresServerExtension.class})
 @TestMethodOrder(MethodOrderer.OrderAnnotation.class)
