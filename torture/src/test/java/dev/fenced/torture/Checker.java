@@ -30,6 +30,10 @@ import java.util.TreeMap;
  *       is committed later (commit order from the audit table; grant order from the history, by real time, see
  *       {@link History.Op#grantedBefore}, never from tokens). Stronger than I3: it also catches a stale holder
  *       whose token is higher than the newer holder's, as when Redis's counter fell back by several grants.</li>
+ *   <li><b>M1</b>, <b>M2</b> (the fenced-mutex model check, where a run asks for it): per resource, a lease granted
+ *       before another in real time has the lower token; no two acknowledged holds overlap.</li>
+ *   <li><b>I7</b> (the lock-set workload only) every element whose write was acknowledged is in the final set of its
+ *       resource, and no element of a rejected or abandoned operation is.</li>
  * </ul>
  * Pure: no I/O. Thread-safe (stateless).
  */
@@ -48,6 +52,21 @@ final class Checker {
 
     static Result check(String scenario, Arm arm, Duration leaseTime, History history, Map<String, Long> balances,
             List<Ledger.AuditRow> audit) {
+        return check(scenario, arm, leaseTime, history, balances, audit, Map.of());
+    }
+
+    /**
+     * Checks as {@link #check(String, Arm, Duration, History, Map, List)} does, and I7 on {@code sets}, the final set
+     * of each resource of the lock-set workload (empty: the run had none, I7 does not apply).
+     */
+    static Result check(String scenario, Arm arm, Duration leaseTime, History history, Map<String, Long> balances,
+            List<Ledger.AuditRow> audit, Map<String, Set<String>> sets) {
+        return check(scenario, arm, leaseTime, history, balances, audit, sets, Mutex.NONE);
+    }
+
+    /** Checks as {@link #check(String, Arm, Duration, History, Map, List, Map)} does, and the mutex model {@code mutex}. */
+    static Result check(String scenario, Arm arm, Duration leaseTime, History history, Map<String, Long> balances,
+            List<Ledger.AuditRow> audit, Map<String, Set<String>> sets, Mutex mutex) {
         List<History.Op> ops = history.ops();
         List<String> examples = new ArrayList<>();
         int i1 = checkI1(audit, examples);
@@ -57,6 +76,9 @@ final class Checker {
         List<Long> latencies = new ArrayList<>();
         int i5 = arm == Arm.PLAIN_TTL ? 0 : checkI5(ops, latencies, examples);
         int i6 = checkI6(ops, audit, examples);
+        int i7 = sets.isEmpty() ? 0 : checkI7(ops, sets, examples);
+        int m1 = mutex == Mutex.NONE ? 0 : checkM1(ops, examples);
+        int m2 = mutex == Mutex.NONE ? 0 : checkM2(ops, examples);
         Collections.sort(latencies);
         int ok = count(ops, History.Outcome.OK);
         int stale = count(ops, History.Outcome.STALE);
@@ -64,7 +86,9 @@ final class Checker {
         int unknown = count(ops, History.Outcome.UNKNOWN);
         int lossSignals = (int) ops.stream().filter(op -> op.lease().lostAt() != 0).count();
         return new Result(scenario, arm, ops.size(), ok, stale, lost, unknown, history.acquireFailures(), lossSignals,
-                i1, i2, i3, i4, i5, i6, percentile(latencies, 50), percentile(latencies, 99), arm == Arm.PLAIN_TTL,
+                i1, i2, i3, i4, i5, i6, i7, !sets.isEmpty(), m1, m2, mutex, percentile(latencies, 50),
+                percentile(latencies, 99),
+                arm == Arm.PLAIN_TTL,
                 List.copyOf(examples.subList(0, Math.min(examples.size(), MAX_EXAMPLES * 5))));
     }
 
@@ -279,6 +303,108 @@ final class Checker {
         return violations;
     }
 
+    /**
+     * I7, Jepsen's lock-set check: every element whose write was acknowledged is in the final set of its resource (an
+     * element of an unknown outcome may be in it or not; one of a rejected or abandoned operation must not be).
+     */
+    private static int checkI7(List<History.Op> ops, Map<String, Set<String>> sets, List<String> examples) {
+        int violations = 0;
+        for (History.Op op : ops) {
+            Set<String> set = sets.get(op.resource());
+            if (set == null) {
+                continue; // not a resource of the lock-set workload (a witness's)
+            }
+            boolean present = set.contains(op.id());
+            if (op.outcome() == History.Outcome.OK && !present) {
+                violations++;
+                example(examples, "I7", op.id() + " (token " + op.token() + ") was acknowledged but its element is not in "
+                        + "the final set of " + op.resource() + " (" + set.size() + " elements)");
+            } else if ((op.outcome() == History.Outcome.STALE || op.outcome() == History.Outcome.LOST) && present) {
+                violations++;
+                example(examples, "I7", op.id() + " was reported " + op.outcome() + " but its element is in the final set of "
+                        + op.resource());
+            }
+        }
+        return violations;
+    }
+
+    /**
+     * M1, the token half of the fenced-mutex model: per resource, a lease granted before another in real time (its
+     * acquire had completed before the other's was invoked, {@link History.Op#grantedBefore}) has the lower token.
+     */
+    private static int checkM1(List<History.Op> ops, List<String> examples) {
+        Map<String, List<History.Op>> byResource = new TreeMap<>();
+        for (History.Op op : ops) {
+            if (op.lease().fenced()) {
+                byResource.computeIfAbsent(op.resource(), r -> new ArrayList<>()).add(op);
+            }
+        }
+        int violations = 0;
+        for (List<History.Op> grants : byResource.values()) {
+            grants.sort(java.util.Comparator.comparingLong(History.Op::acquiredAt));
+            for (History.Op later : grants) {
+                for (History.Op earlier : grants) {
+                    if (earlier.acquiredAt() - later.acquireInvokedAt() >= 0) {
+                        break; // sorted by completion: no further grant completed before this acquire was invoked
+                    }
+                    if (earlier.token() >= later.token()) {
+                        violations++;
+                        example(examples, "M1", later.resource() + ": " + later.id() + " got token " + later.token()
+                                + ", not above " + earlier.id() + "'s " + earlier.token() + ", granted "
+                                + (later.acquireInvokedAt() - earlier.acquiredAt()) / 1_000_000 + " ms before it was asked for");
+                        break;
+                    }
+                }
+            }
+        }
+        return violations;
+    }
+
+    /**
+     * M2, the exclusion half of the fenced-mutex model: per resource, no two acknowledged holds overlap. A hold runs
+     * from when the acquire returned the lease to the first of: its release was invoked, its loss was signalled, its
+     * local validity deadline (sampled while held; it already subtracts the client's drift allowance from the lease
+     * as the lock service counts it). All clients of a run are in one JVM, so one monotonic clock orders them.
+     */
+    private static int checkM2(List<History.Op> ops, List<String> examples) {
+        Map<String, List<History.Op>> byResource = new TreeMap<>();
+        for (History.Op op : ops) {
+            if (op.lease().fenced()) {
+                byResource.computeIfAbsent(op.resource(), r -> new ArrayList<>()).add(op);
+            }
+        }
+        int violations = 0;
+        for (List<History.Op> holds : byResource.values()) {
+            holds.sort(java.util.Comparator.comparingLong(History.Op::acquiredAt));
+            History.Op latest = null;
+            for (History.Op hold : holds) {
+                if (latest != null && hold.acquiredAt() - holdEnd(latest) < 0) {
+                    violations++;
+                    example(examples, "M2", hold.resource() + ": " + hold.id() + " (token " + hold.token() + ") was granted "
+                            + (holdEnd(latest) - hold.acquiredAt()) / 1_000_000 + " ms before the hold of " + latest.id()
+                            + " (token " + latest.token() + ") ended");
+                }
+                if (latest == null || holdEnd(hold) - holdEnd(latest) > 0) {
+                    latest = hold;
+                }
+            }
+        }
+        return violations;
+    }
+
+    /** When a hold ended, as its holder knew it: release, loss signal or local deadline, whichever came first. */
+    private static long holdEnd(History.Op op) {
+        Grant.LeaseRecord lease = op.lease();
+        long end = lease.deadline();
+        if (lease.releasedAt() != 0 && lease.releasedAt() - end < 0) {
+            end = lease.releasedAt();
+        }
+        if (lease.lostAt() != 0 && lease.lostAt() - end < 0) {
+            end = lease.lostAt();
+        }
+        return end;
+    }
+
     private static int count(List<History.Op> ops, History.Outcome outcome) {
         return (int) ops.stream().filter(op -> op.outcome() == outcome).count();
     }
@@ -300,14 +426,31 @@ final class Checker {
     /**
      * The summary of one run.
      *
+     * @param setChecked the run had the lock-set workload: I7 applies
      * @param noLossSignals the arm has no loss signal (plain TTL): I5 does not apply
      */
     record Result(String scenario, Arm arm, int operations, int accepted, int staleRejected, int lost, int unknown,
-            int acquireFailures, int lossSignals, int i1, int i2, int i3, int i4, int i5, int i6, long lossP50Nanos,
-            long lossP99Nanos, boolean noLossSignals, List<String> examples) {
+            int acquireFailures, int lossSignals, int i1, int i2, int i3, int i4, int i5, int i6, int i7,
+            boolean setChecked, int m1, int m2, Mutex mutex, long lossP50Nanos, long lossP99Nanos,
+            boolean noLossSignals, List<String> examples) {
 
+        /** Every violation, M2 only where the run expects exclusion to hold ({@link Mutex#FULL}). */
         int violations() {
-            return i1 + i2 + i3 + i4 + i5 + i6;
+            return i1 + i2 + i3 + i4 + i5 + i6 + i7 + m1 + (mutex == Mutex.FULL ? m2 : 0);
         }
+    }
+
+    /** Which half of the fenced-mutex model check applies to a run. */
+    enum Mutex {
+        /** Not checked. */
+        NONE,
+        /** M1 and M2: tokens grow with every grant, and no two holds overlap. */
+        FULL,
+        /**
+         * M1 only: a failover to a replica that missed grants, or a lock server whose clock steps forward (its keys
+         * expire early), hands a lock to a second holder while the first still believes it holds it, so M2 is
+         * reported, not held against the run; the tokens must still grow.
+         */
+        TOKEN_ORDER_ONLY
     }
 }

@@ -9,7 +9,7 @@ import java.util.Map;
 import org.junit.jupiter.api.Test;
 
 /**
- * I6 on hand-made histories: grant order comes from when acquires were invoked and completed, never from tokens,
+ * I6, I7 and the mutex model (M1, M2) on hand-made histories: grant order comes from when acquires were invoked and completed, never from tokens,
  * and commit order from the audit table. Times are given in milliseconds of an arbitrary clock.
  */
 class CheckerTest {
@@ -69,6 +69,112 @@ class CheckerTest {
         assertThat(check(later, earlier).i6()).isZero();
     }
 
+    @Test
+    void anAcknowledgedElementMissingFromTheFinalSetIsFlagged() {
+        History.Op kept = committed("kept", 4, 0, 10, 15);
+        History.Op overwritten = committed("overwritten", 5, 20, 30, 35);
+
+        Checker.Result result = checkSets(Map.of(RESOURCE, java.util.Set.of("kept")), kept, overwritten);
+
+        assertThat(result.i7()).isEqualTo(1);
+        assertThat(result.setChecked()).isTrue();
+        assertThat(result.examples()).contains("I7 overwritten (token 5) was acknowledged but its element is not in the "
+                + "final set of " + RESOURCE + " (1 elements)");
+    }
+
+    @Test
+    void aRejectedElementInTheFinalSetIsFlagged() {
+        History.Op kept = committed("kept", 4, 0, 10, 15);
+        History.Op rejected = new History.Op("rejected", "w", RESOURCE, 3, "owner-rejected", History.Outcome.STALE,
+                History.Step.WRITE, ms(0), ms(1), ms(40), ms(41), true, true, unfenced(), "", null);
+        history.record(rejected);
+
+        Checker.Result result = checkSets(Map.of(RESOURCE, java.util.Set.of("kept", "rejected")), kept);
+
+        assertThat(result.i7()).isEqualTo(1);
+    }
+
+    @Test
+    void everyAcknowledgedElementInTheFinalSetPasses() {
+        History.Op first = committed("first", 4, 0, 10, 15);
+        History.Op second = committed("second", 5, 20, 30, 35);
+
+        assertThat(checkSets(Map.of(RESOURCE, java.util.Set.of("first", "second")), first, second).i7()).isZero();
+    }
+
+    @Test
+    void withoutSetsI7DoesNotApply() {
+        Checker.Result result = check(committed("only", 4, 0, 10, 15));
+
+        assertThat(result.setChecked()).isFalse();
+        assertThat(result.i7()).isZero();
+    }
+
+    @Test
+    void aLaterGrantWithALowerTokenBreaksTheTokenOrder() {
+        hold("earlier", 5, 0, 10, 40);
+        hold("later", 4, 50, 60, 90);
+
+        Checker.Result result = checkMutex(Checker.Mutex.FULL);
+
+        assertThat(result.m1()).isEqualTo(1);
+        assertThat(result.m2()).isZero();
+        assertThat(result.examples()).contains("M1 " + RESOURCE + ": later got token 4, not above earlier's 5, granted "
+                + "40 ms before it was asked for");
+    }
+
+    @Test
+    void overlappingAcquiresAreNotOrderedByTheTokenOrder() {
+        // The second acquire was invoked before the first had completed.
+        hold("first", 5, 0, 30, 40);
+        hold("second", 4, 20, 50, 90);
+
+        assertThat(checkMutex(Checker.Mutex.FULL).m1()).isZero();
+    }
+
+    @Test
+    void aHoldGrantedBeforeTheLastOneEndedOverlaps() {
+        hold("first", 4, 0, 10, 80);
+        hold("second", 5, 20, 60, 100);
+
+        Checker.Result result = checkMutex(Checker.Mutex.FULL);
+
+        assertThat(result.m2()).isEqualTo(1);
+        assertThat(result.violations()).isEqualTo(1);
+        assertThat(result.examples()).contains("M2 " + RESOURCE + ": second (token 5) was granted 20 ms before the hold of "
+                + "first (token 4) ended");
+    }
+
+    @Test
+    void holdsOneAfterTheOtherDoNotOverlap() {
+        hold("first", 4, 0, 10, 50);
+        hold("second", 5, 20, 60, 100);
+
+        assertThat(checkMutex(Checker.Mutex.FULL).m2()).isZero();
+    }
+
+    @Test
+    void overlapsAreReportedButNotViolationsWhereOnlyTheTokenOrderIsExpected() {
+        hold("first", 4, 0, 10, 80);
+        hold("second", 5, 20, 60, 100);
+
+        Checker.Result result = checkMutex(Checker.Mutex.TOKEN_ORDER_ONLY);
+
+        assertThat(result.m2()).isEqualTo(1);
+        assertThat(result.violations()).isZero();
+    }
+
+    /** A hold released at {@code releasedAt}, its deadline later; recorded as an operation that wrote nothing. */
+    private void hold(String id, long token, long acquireInvokedAt, long acquiredAt, long releasedAt) {
+        Grant.LeaseRecord lease = new Grant.LeaseRecord(true, ms(releasedAt + 500), 0, 0, null, ms(releasedAt), null);
+        history.record(new History.Op(id, "w", RESOURCE, token, "owner-" + id, History.Outcome.LOST, History.Step.CLAIM,
+                ms(acquireInvokedAt), ms(acquiredAt), 0, ms(releasedAt), false, false, lease, "", null));
+    }
+
+    private Checker.Result checkMutex(Checker.Mutex mutex) {
+        return Checker.check("test", Arm.FENCED, Duration.ofMillis(600), history, Map.of(), audit, Map.of(), mutex);
+    }
+
     private History.Op committed(String id, long token, long acquireInvokedAt, long acquiredAt, long writtenAt) {
         return committed(id, RESOURCE, token, acquireInvokedAt, acquiredAt, writtenAt);
     }
@@ -91,11 +197,16 @@ class CheckerTest {
 
     /** Checks the history with {@code inCommitOrder} as the audit table. */
     private Checker.Result check(History.Op... inCommitOrder) {
+        return checkSets(Map.of(), inCommitOrder);
+    }
+
+    /** Checks as {@link #check} does, with {@code sets} as the final sets of the lock-set workload. */
+    private Checker.Result checkSets(Map<String, java.util.Set<String>> sets, History.Op... inCommitOrder) {
         Map<String, Long> balances = new java.util.HashMap<>();
         for (History.Op op : inCommitOrder) {
             audit.add(new Ledger.AuditRow(audit.size() + 1, op.resource(), op.token(), op.owner(), op.id()));
             balances.merge(op.resource(), 1L, Long::sum);
         }
-        return Checker.check("test", Arm.FENCED, Duration.ofMillis(600), history, balances, audit);
+        return Checker.check("test", Arm.FENCED, Duration.ofMillis(600), history, balances, audit, sets);
     }
 }

@@ -98,6 +98,11 @@ final class History {
         return first;
     }
 
+    /** How many operations were recorded so far. */
+    int operationCount() {
+        return ops.size();
+    }
+
     List<Op> ops() {
         return new ArrayList<>(ops);
     }

@@ -93,7 +93,7 @@ final class Ledger implements AutoCloseable {
         String text = ledger.mariaDb ? "varchar(255)" : "text";
         try {
             ledger.execute("CREATE TABLE " + ledger.accounts + " (id " + text + " PRIMARY KEY, balance bigint NOT NULL, "
-                    + "fencing_token bigint, fencing_owner " + text + ")");
+                    + "fencing_token bigint, fencing_owner " + text + ", elements text)");
             ledger.execute("CREATE TABLE " + ledger.audit + " (id " + (ledger.mariaDb ? "bigint AUTO_INCREMENT" : "bigserial")
                     + " PRIMARY KEY, resource " + text + " NOT NULL, token bigint NOT NULL, owner " + text + " NOT NULL, "
                     + "op_id " + text + " NOT NULL UNIQUE)");
@@ -136,18 +136,90 @@ final class Ledger implements AutoCloseable {
     long claimAndRead(Arm arm, Grant grant, @Nullable FencedLease view) {
         String resource = grant.resource();
         switch (arm) {
-            case FENCED, FENCED_COUNTER, COUNTER_TOKENS -> block(FencedWrite.into(accounts).key("id", resource).update(pool, requireView(view)));
+            case FENCED, FENCED_COUNTER, COUNTER_TOKENS, CLOCK_BEHIND -> block(FencedWrite.into(accounts).key("id", resource).update(pool, requireView(view)));
             case TOKEN_ONLY -> block(Mono.usingWhen(pool.create(),
                     c -> tokenOnly(c, grant, requireView(view), "fencing_token = $1, fencing_owner = $2", List.of()),
                     Connection::close));
-            case PLAIN_TTL -> {
-                // No fencing: the plain lock is all there is.
+            case PLAIN_TTL, UNFENCED_ROW, LEASE_CHECK -> {
+                // No fencing: the lock is all there is.
             }
         }
-        if (writes == Writes.READ_FIRST_REPEATABLE_READ && arm != Arm.PLAIN_TTL && arm != Arm.TOKEN_ONLY) {
+        if (writes == Writes.READ_FIRST_REPEATABLE_READ && arm.fencesStorage() && arm != Arm.TOKEN_ONLY) {
             return beginWithARead(resource);
         }
         return balance(resource);
+    }
+
+    /**
+     * The lock-set workload's read: claims the row as {@link #claimAndRead(Arm, Grant)} does for the arms that fence
+     * storage (nothing for the controls), then reads its balance and set in one plain statement.
+     *
+     * @throws StaleFencingTokenException if storage holds a newer token (or the same token of another owner)
+     */
+    SetState claimAndReadSet(Arm arm, Grant grant) {
+        requireTransactionWrites();
+        if (arm.fencesStorage()) {
+            block(FencedWrite.into(accounts).key("id", grant.resource()).update(pool, requireView(grant.lease())));
+        }
+        List<List<Object>> rows = query("SELECT balance, elements FROM " + accounts + " WHERE id = '" + grant.resource() + "'");
+        if (rows.isEmpty()) {
+            throw new IllegalStateException("No account row for " + grant.resource() + " in " + accounts);
+        }
+        Object elements = rows.get(0).get(1);
+        return new SetState(((Number) rows.get(0).get(0)).longValue(), elements == null ? "" : elements.toString());
+    }
+
+    /**
+     * The lock-set workload's write: the set {@code elements} (the read set with the operation's element added), the
+     * increment and the audit row in one transaction; fenced for the arms that fence storage, a plain {@code UPDATE}
+     * for the controls.
+     *
+     * @throws StaleFencingTokenException if storage rejected the token (nothing was committed)
+     */
+    void writeSet(Arm arm, Grant grant, @Nullable FencedLease view, long newBalance, String elements, String opId) {
+        requireTransactionWrites();
+        String resource = grant.resource();
+        String update = mariaDb ? "UPDATE " + accounts + " SET balance = ?, elements = ? WHERE id = ?"
+                : "UPDATE " + accounts + " SET balance = $1, elements = $2 WHERE id = $3";
+        block(Mono.usingWhen(pool.create(),
+                c -> Mono.from(c.beginTransaction())
+                        .then(arm.fencesStorage()
+                                ? FencedWrite.into(accounts).key("id", resource).set("balance", newBalance)
+                                        .set("elements", elements).update(c, requireView(view))
+                                : rowsUpdated(c.createStatement(update).bind(0, newBalance).bind(1, elements).bind(2, resource)))
+                        .then(Mono.defer(() -> insertAudit(c, grant, opId)))
+                        // Deferred: r2dbc-mariadb decides when commitTransaction() is called whether a transaction is
+                        // open, and called at assembly (before BEGIN ran) it sends no COMMIT at all.
+                        .then(Mono.defer(() -> Mono.from(c.commitTransaction()))),
+                Connection::close,
+                (c, error) -> Mono.from(c.rollbackTransaction()).onErrorResume(e -> Mono.empty()).then(Mono.from(c.close())),
+                c -> Mono.from(c.rollbackTransaction()).onErrorResume(e -> Mono.empty()).then(Mono.from(c.close()))));
+    }
+
+    private void requireTransactionWrites() {
+        if (writes != Writes.TRANSACTION || SPRING_TRANSACTIONS) {
+            throw new IllegalStateException("The lock-set workload writes in a transaction of its own, not " + writes);
+        }
+    }
+
+    /** The final set of every resource, by resource: the elements of its row. */
+    Map<String, java.util.Set<String>> sets() {
+        Map<String, java.util.Set<String>> sets = new LinkedHashMap<>();
+        for (List<Object> row : query("SELECT id, elements FROM " + accounts + " ORDER BY id")) {
+            Object elements = row.get(1);
+            sets.put((String) row.get(0), elements == null ? java.util.Set.of()
+                    : java.util.Set.copyOf(java.util.Arrays.stream(elements.toString().split(",")).filter(e -> !e.isEmpty()).toList()));
+        }
+        return sets;
+    }
+
+    /** A row of the lock-set workload as read: its balance and its set, comma-separated. */
+    record SetState(long balance, String elements) {
+
+        /** The set with {@code element} added. */
+        String with(String element) {
+            return elements.isEmpty() ? element : elements + "," + element;
+        }
     }
 
     /**
@@ -186,7 +258,7 @@ final class Ledger implements AutoCloseable {
      */
     void write(Arm arm, Grant grant, @Nullable FencedLease view, long newBalance, String opId) {
         String resource = grant.resource();
-        boolean fenced = arm != Arm.PLAIN_TTL && arm != Arm.TOKEN_ONLY;
+        boolean fenced = arm.fencesStorage() && arm != Arm.TOKEN_ONLY;
         if (fenced && writes == Writes.SPRING_PROXY) {
             writeThroughTransactionAwareProxy(grant, requireView(view), newBalance, opId);
             return;
@@ -202,15 +274,17 @@ final class Ledger implements AutoCloseable {
         block(Mono.usingWhen(pool.create(),
                 c -> Mono.from(c.beginTransaction())
                         .then(switch (arm) {
-                            case FENCED, FENCED_COUNTER, COUNTER_TOKENS -> FencedWrite.into(accounts).key("id", resource).set("balance", newBalance)
+                            case FENCED, FENCED_COUNTER, COUNTER_TOKENS, CLOCK_BEHIND -> FencedWrite.into(accounts).key("id", resource).set("balance", newBalance)
                                     .update(c, requireView(view));
                             case TOKEN_ONLY -> tokenOnly(c, grant, requireView(view),
                                     "balance = $3, fencing_token = $1, fencing_owner = $2", List.of(newBalance));
-                            case PLAIN_TTL -> rowsUpdated(c.createStatement("UPDATE " + accounts
+                            case PLAIN_TTL, UNFENCED_ROW, LEASE_CHECK -> rowsUpdated(c.createStatement("UPDATE " + accounts
                                     + " SET balance = $1 WHERE id = $2").bind(0, newBalance).bind(1, resource));
                         })
-                        .then(insertAudit(c, grant, opId))
-                        .then(Mono.from(c.commitTransaction())),
+                        .then(Mono.defer(() -> insertAudit(c, grant, opId)))
+                        // Deferred: r2dbc-mariadb decides when commitTransaction() is called whether a transaction is
+                        // open, and called at assembly (before BEGIN ran) it sends no COMMIT at all.
+                        .then(Mono.defer(() -> Mono.from(c.commitTransaction()))),
                 Connection::close,
                 (c, error) -> Mono.from(c.rollbackTransaction()).onErrorResume(e -> Mono.empty()).then(Mono.from(c.close())),
                 c -> Mono.from(c.rollbackTransaction()).onErrorResume(e -> Mono.empty()).then(Mono.from(c.close()))));

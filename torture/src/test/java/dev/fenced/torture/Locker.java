@@ -156,8 +156,9 @@ interface Locker extends AutoCloseable {
         Fenced(Endpoint endpoint, String prefix, Duration leaseTime, Duration maxWait, TokenScheme tokenScheme, String name) {
             this.renewals = Schedulers.newSingle("torture-renewal-" + name, true);
             this.maxWait = maxWait;
+            // The label names the locker, so that the fleet view tells an operator which holder is paused.
             FencedLockClientBuilder builder = FencedLockClient.builder().keyPrefix(prefix).leaseTime(leaseTime)
-                    .maxWait(maxWait).tokenScheme(tokenScheme).scheduler(renewals);
+                    .maxWait(maxWait).tokenScheme(tokenScheme).scheduler(renewals).holderLabel(label(name));
             this.connections = endpoint.configure(builder);
             try {
                 this.client = builder.build();
@@ -177,6 +178,11 @@ interface Locker extends AutoCloseable {
 
         FencedLockClient client() {
             return client;
+        }
+
+        /** The holder label of the locker {@code name}'s grants, as the fleet view shows it. */
+        static String label(String name) {
+            return "torture " + name;
         }
 
         @Override

@@ -15,6 +15,7 @@ final class Report {
 
     private final List<Checker.Result> results = new ArrayList<>();
     private final java.util.Map<Checker.Result, Run.Orphans> orphans = new java.util.IdentityHashMap<>();
+    private final List<String> notes = new ArrayList<>();
     private final long startedAt = System.nanoTime();
 
     synchronized void add(Checker.Result result) {
@@ -27,11 +28,23 @@ final class Report {
         orphans.put(outcome.result(), outcome.orphans());
     }
 
+    /** Adds a line to the notes under the table: what a scenario counted beyond the checker's columns. */
+    synchronized void note(String line) {
+        notes.add(line);
+    }
+
+    /** The notes, as a Markdown list; empty if there are none. */
+    synchronized String notes() {
+        StringBuilder out = new StringBuilder();
+        notes.forEach(line -> out.append("- ").append(line).append('\n'));
+        return out.toString();
+    }
+
     synchronized String table() {
         StringBuilder out = new StringBuilder();
         out.append("| scenario | arm | ops | accepted | stale-rejected | lost | unknown | acquire failed | lost signals "
-                + "| I1 | I2 | I3 | I4 | I5 | I6 | orphan leases | loss latency p50 | p99 | verdict |\n");
-        out.append("|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|---|\n");
+                + "| I1 | I2 | I3 | I4 | I5 | I6 | I7 | M1 | M2 | orphan leases | loss latency p50 | p99 | verdict |\n");
+        out.append("|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|---|\n");
         for (Checker.Result r : results) {
             boolean flagged = r.violations() > 0;
             String verdict = r.arm().isControl()
@@ -45,6 +58,13 @@ final class Report {
                     .append(" | ").append(r.i1()).append(" | ").append(r.i2()).append(" | ").append(r.i3())
                     .append(" | ").append(r.i4()).append(" | ").append(r.noLossSignals() ? "n/a" : Integer.toString(r.i5()))
                     .append(" | ").append(r.i6())
+                    .append(" | ").append(r.setChecked() ? Integer.toString(r.i7()) : "n/a")
+                    .append(" | ").append(r.mutex() == Checker.Mutex.NONE ? "n/a" : Integer.toString(r.m1()))
+                    .append(" | ").append(switch (r.mutex()) {
+                        case NONE -> "n/a";
+                        case FULL -> Integer.toString(r.m2());
+                        case TOKEN_ORDER_ONLY -> r.m2() + " (not expected to hold here)";
+                    })
                     .append(" | ").append(orphans.getOrDefault(r, Run.Orphans.UNKNOWN).describe())
                     .append(" | ").append(millis(r.lossP50Nanos())).append(" | ").append(millis(r.lossP99Nanos()))
                     .append(" | ").append(verdict).append(" |\n");
@@ -65,7 +85,7 @@ final class Report {
                 + "Redis answered as another server). "
                 + "I5 bound: " + Checker.LOSS_SIGNAL_BOUND.toMillis() + " ms. Orphan leases: locks of the run still held in the "
                 + "lock service once every client of the run was closed, so held by nobody, with the longest time one had "
-                + "left.\n\n" + examples();
+                + "left.\n\n" + (notes.isEmpty() ? "" : "Scenario counts:\n\n" + notes() + "\n") + examples();
         try {
             Files.createDirectories(directory);
             Path file = directory.resolve("torture-report.md");

@@ -6,6 +6,7 @@ import dev.fenced.testservices.TcpProxy;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.Map;
 import java.util.Set;
 import java.util.UUID;
 import java.util.concurrent.ConcurrentHashMap;
@@ -44,20 +45,38 @@ final class Run {
 
     /**
      * Locks of the run still held in the lock service once every client of the run was closed, so held by nobody:
-     * how many, and the longest time one of them had left. {@code count} is -1 if the service could not be asked.
+     * how many, and the longest time one of them had left; plus the orphans a scenario found while its clients were
+     * still open ({@code during}: a lock held by an unknown owner, a lease the client renews that nobody holds, see
+     * {@link History#orphan}). {@code count} is -1 if the service could not be asked.
      */
-    record Orphans(int count, long longestMillis, java.util.Map<String, LockService.Holder> locks) {
+    record Orphans(int count, long longestMillis, java.util.Map<String, LockService.Holder> locks, int during) {
 
-        static final Orphans UNKNOWN = new Orphans(-1, 0, java.util.Map.of());
+        static final Orphans UNKNOWN = new Orphans(-1, 0, java.util.Map.of(), 0);
 
         static Orphans of(java.util.Map<String, LockService.Holder> held) {
             return new Orphans(held.size(), held.values().stream().mapToLong(LockService.Holder::remainingMillis).max().orElse(0),
-                    java.util.Map.copyOf(held));
+                    java.util.Map.copyOf(held), 0);
         }
 
-        /** For the report: {@code 0}, or the count and the longest time left. */
+        /** These, and {@code found} orphans found during the run. */
+        Orphans withDuring(int found) {
+            return new Orphans(count, longestMillis, locks, during + found);
+        }
+
+        /** Every orphan: at the end and during the run; -1 if the service could not be asked at the end. */
+        int total() {
+            return count < 0 ? -1 : count + during;
+        }
+
+        /** For the report: {@code 0}, or the count and the longest time left (and how many were found during the run). */
         String describe() {
-            return count < 0 ? "unknown" : count == 0 ? "0" : count + " (" + longestMillis + " ms)";
+            if (count < 0) {
+                return "unknown";
+            }
+            String atEnd = count == 0 ? "" : count + " at the end (" + longestMillis + " ms)";
+            String found = during == 0 ? "" : during + " during the run";
+            return count == 0 && during == 0 ? "0" : String.join(", ", java.util.stream.Stream.of(atEnd, found)
+                    .filter(part -> !part.isEmpty()).toList());
         }
     }
 
@@ -77,6 +96,7 @@ final class Run {
         java.util.concurrent.atomic.AtomicReference<Orphans> orphans = new java.util.concurrent.atomic.AtomicReference<>(Orphans.UNKNOWN);
         Checker.Result result;
         Context context = null;
+        History history = new History();
         try {
             LockService service = setup.service().get();
             resources.add(service);
@@ -96,7 +116,6 @@ final class Run {
             resources.add(1, () -> service.removeRunState(prefix));
             // And this just before: what is still held then is held by nobody.
             resources.add(2, () -> orphans.set(Orphans.of(service.heldLocks(prefix))));
-            History history = new History();
             Set<Grant> active = ConcurrentHashMap.newKeySet();
             context = new Context(setup, service, ledgerUrl, ledger, prefix, history, active, resources);
             for (int i = 1; i <= setup.workers(); i++) {
@@ -127,7 +146,8 @@ final class Run {
             }
             context.afterStop();
             result = Checker.check(setup.scenario(), setup.arm(), setup.profile().leaseTime(), history,
-                    ledger.balances(), ledger.auditRows());
+                    ledger.balances(), ledger.auditRows(), setup.profile().lockSet() ? ledger.sets() : Map.of(),
+                    setup.profile().mutex());
             LOG.info("Scenario {} ({}): {} operations, {} violations {}; acquire failures: {}", setup.scenario(),
                     setup.arm().label(), result.operations(), result.violations(), result.examples(),
                     history.acquireFailureReasons());
@@ -148,9 +168,10 @@ final class Run {
                 // The JVM is exiting: the hook runs anyway.
             }
         }
-        LOG.info("Scenario {} ({}): locks held by nobody at the end: {} {}", setup.scenario(), setup.arm().label(),
-                orphans.get().describe(), orphans.get().locks());
-        return new Outcome(result, orphans.get());
+        Orphans found = orphans.get().withDuring(history.orphans().size());
+        LOG.info("Scenario {} ({}): locks held by nobody: {} {}", setup.scenario(), setup.arm().label(),
+                found.describe(), found.locks());
+        return new Outcome(result, found);
     }
 
     private static Thread start(String name, Runnable task) {
@@ -213,6 +234,14 @@ final class Run {
             throw new IllegalStateException("This scenario needs Redis, but the run's locks are on " + service);
         }
 
+        /** The run's Redis under libfaketime, for the clock faults. */
+        FakeClockRedis fakeClock() {
+            if (service instanceof FakeClockRedis redis) {
+                return redis;
+            }
+            throw new IllegalStateException("This scenario steps the lock server's clock, but the run's locks are on " + service);
+        }
+
         /** The run's PostgreSQL lease store, for the faults only it takes. */
         PostgresTopology postgres() {
             if (service instanceof PostgresTopology postgres) {
@@ -244,11 +273,20 @@ final class Run {
 
         /** A locker of this run's arm, behind a new proxy to the lock service; closed with the run. */
         Locker locker(String name) {
-            return locker(name, service.clientProxy());
+            return locker(name, service.clientProxy(), leaseTime());
+        }
+
+        /** As {@link #locker(String)}, with leases of {@code leaseTime} instead of the run's. */
+        Locker locker(String name, Duration leaseTime) {
+            return locker(name, service.clientProxy(), leaseTime);
         }
 
         private Locker locker(String name, TcpProxy proxy) {
-            Locker locker = Locker.create(setup.arm(), service.endpoint(proxy), prefix, leaseTime(), setup.profile().maxWait(),
+            return locker(name, proxy, leaseTime());
+        }
+
+        private Locker locker(String name, TcpProxy proxy, Duration leaseTime) {
+            Locker locker = Locker.create(setup.arm(), service.endpoint(proxy), prefix, leaseTime, setup.profile().maxWait(),
                     name);
             resources.add(locker);
             return locker;

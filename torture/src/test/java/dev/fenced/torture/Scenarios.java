@@ -383,6 +383,30 @@ final class Scenarios {
         };
     }
 
+    /**
+     * (12) Partitions that come and go: half of the workers, drawn anew each time, cut from the lock service for
+     * {@code onLeases} lease times, then everyone connected for {@code offLeases} lease times, and again.
+     */
+    static Run.Nemesis flappingPartitions(int onLeases, int offLeases) {
+        return context -> {
+            List<TcpProxy> proxies = new ArrayList<>(context.workerProxies());
+            long lease = context.leaseTime().toMillis();
+            while (context.timeLeft()) {
+                Collections.shuffle(proxies);
+                List<TcpProxy> cut = proxies.subList(0, Math.max(1, proxies.size() / 2));
+                long at = System.nanoTime();
+                cut.forEach(TcpProxy::blackhole);
+                try {
+                    context.pace(lease * onLeases);
+                } finally {
+                    cut.forEach(TcpProxy::resume);
+                }
+                context.history.fault("partition (" + onLeases + " leases on)", at, System.nanoTime());
+                context.pace(lease * offLeases);
+            }
+        };
+    }
+
     private static void partitionOnce(Run.Context context, List<TcpProxy> proxies) throws InterruptedException {
         Collections.shuffle(proxies);
         List<TcpProxy> cut = proxies.subList(0, Math.max(1, proxies.size() / 2));
@@ -437,6 +461,139 @@ final class Scenarios {
             all.addAll(STORM_RESOURCES);
             checkOrphans(context, all);
         };
+    }
+
+    /** Acquires of scenario 11 abandoned by each way a subscriber can give up on them, across runs. */
+    static final Map<String, java.util.concurrent.atomic.AtomicLong> ABANDONED_ACQUIRES = new java.util.concurrent.ConcurrentHashMap<>();
+
+    private static final List<String> ORPHAN_RESOURCES = java.util.stream.IntStream.range(0, 12)
+            .mapToObj(i -> "orphan-" + i).toList();
+
+    /** The lease of scenario 11's client: short, so that a lock nobody renews is gone well before the final check. */
+    private static final Duration ORPHAN_LEASE = Duration.ofSeconds(1);
+
+    /**
+     * (11) The orphan-renewal regressions other lock clients have shipped fixes for: a lease left renewed for ever
+     * after its acquire was cancelled or timed out at an arbitrary point. {@code threads} threads of one client (1 s
+     * lease, replies delayed by 0 to 3 ms, changed every 200 ms, so that the give-up lands before, on and after the
+     * reply) acquire locks of their own and give up on them in each way Reactor offers: {@code timeout}, the loser of
+     * {@code Mono.firstWithSignal}, {@code Flux.take(Duration)}, the other acquire of {@code Flux.merge(...).next()}, a
+     * lambda subscriber disposed, and a maximum wait shorter than the reply. A lease that reaches the harness is
+     * released at once (its owner is known). Once they stop, the garbage collector runs (a lease that Reactor drops
+     * without a trace is released when it is collected), and after two leases and the undo bound, the client must
+     * hold no lease, must renew nothing for three renewal periods, and the server must hold none of those locks:
+     * each one left is an orphan (I4, and the orphan column).
+     */
+    static Run.Nemesis orphanRegressions(int threads) {
+        return context -> {
+            FencedLockClient.releaseLeasesDroppedBySubscribers();
+            java.util.concurrent.atomic.AtomicLong renewals = new java.util.concurrent.atomic.AtomicLong();
+            dev.fenced.lock.LockObserver observer = new dev.fenced.lock.LockObserver() {
+                @Override
+                public void leasesRenewed(int count) {
+                    renewals.addAndGet(count);
+                }
+            };
+            TcpProxy proxy = context.service.clientProxy();
+            FencedLockClient client = context.client(proxy, b -> b.leaseTime(ORPHAN_LEASE).observer(observer));
+            warmUp(client);
+            List<Thread> loops = new ArrayList<>();
+            for (int i = 0; i < threads; i++) {
+                loops.add(context.background("torture-orphan-" + i, () -> abandonLoop(context, client)));
+            }
+            ThreadLocalRandom random = ThreadLocalRandom.current();
+            while (context.timeLeft()) {
+                proxy.delayReplies(random.nextInt(4));
+                context.pace(200);
+            }
+            proxy.delayReplies(0);
+            for (Thread loop : loops) {
+                loop.interrupt();
+                loop.join(TimeUnit.SECONDS.toMillis(30));
+            }
+            // Leases dropped without a trace are released once collected; then every unrenewed lock expires and
+            // every undo ends (it is bounded by the lease).
+            System.gc();
+            context.pace(ORPHAN_LEASE.toMillis() * 2 + 1_000);
+            System.gc();
+            context.pace(ORPHAN_LEASE.toMillis());
+            long renewedBefore = renewals.get();
+            int heldBefore = client.heldLeases();
+            context.pace(ORPHAN_LEASE.toMillis()); // three renewal periods
+            long renewed = renewals.get() - renewedBefore;
+            int held = Math.max(heldBefore, client.heldLeases());
+            if (held > 0 || renewed > 0) {
+                context.history.orphan("the client still holds " + held + " leases that nobody knows of and renewed "
+                        + renewed + " in three renewal periods after every acquire ended");
+            }
+            for (String resource : ORPHAN_RESOURCES) {
+                LockService.Holder holder = context.service.holder(context.prefix + "{" + resource + "}");
+                if (holder != null) {
+                    context.history.orphan(resource + " held by " + (context.history.isKnownOwner(holder.owner())
+                            ? "a known owner that released it" : "an unknown owner") + " " + holder.owner() + " with "
+                            + holder.remainingMillis() + " ms of its lease left, " + ORPHAN_LEASE.multipliedBy(4).toMillis()
+                            + " ms after every acquire ended");
+                }
+            }
+            LOG.info("Scenario 11: acquires abandoned by way: {}; renewals in the last three periods: {}",
+                    ABANDONED_ACQUIRES, renewed);
+        };
+    }
+
+    /** One thread of (11): acquires and gives up on them, each time in another way and at another moment. */
+    private static void abandonLoop(Run.Context context, FencedLockClient client) {
+        ThreadLocalRandom random = ThreadLocalRandom.current();
+        while (!Thread.currentThread().isInterrupted() && context.isRunning()) {
+            String resource = ORPHAN_RESOURCES.get(random.nextInt(ORPHAN_RESOURCES.size()));
+            String other = ORPHAN_RESOURCES.get(random.nextInt(ORPHAN_RESOURCES.size()));
+            // Around the reply: the proxy delays it by 0-3 ms, the round trip itself takes a fraction of one.
+            Duration giveUp = Duration.ofNanos(random.nextLong(TimeUnit.MILLISECONDS.toNanos(5)));
+            int way = random.nextInt(6);
+            String name = switch (way) {
+                case 0 -> "timeout";
+                case 1 -> "firstWithSignal";
+                case 2 -> "take";
+                case 3 -> "next";
+                case 4 -> "dispose";
+                default -> "maxWait";
+            };
+            ABANDONED_ACQUIRES.computeIfAbsent(name, n -> new java.util.concurrent.atomic.AtomicLong()).incrementAndGet();
+            try {
+                switch (way) {
+                    case 0 -> keep(context, client.acquire(resource).timeout(giveUp).onErrorResume(e -> reactor.core.publisher.Mono.empty())
+                            .block(Duration.ofSeconds(10)));
+                    case 1 -> keep(context, reactor.core.publisher.Mono.firstWithSignal(client.acquire(resource),
+                            reactor.core.publisher.Mono.delay(giveUp).then(reactor.core.publisher.Mono.<dev.fenced.lock.FencedLease>empty()))
+                            .block(Duration.ofSeconds(10)));
+                    case 2 -> client.acquire(resource).flux().take(giveUp).toStream().forEach(lease -> keep(context, lease));
+                    case 3 -> keep(context, reactor.core.publisher.Flux.merge(client.acquire(resource), client.acquire(other)).next()
+                            .block(Duration.ofSeconds(10)));
+                    case 4 -> {
+                        Disposable acquire = client.acquire(resource).subscribe(lease -> keep(context, lease), e -> { });
+                        TimeUnit.NANOSECONDS.sleep(giveUp.toNanos());
+                        acquire.dispose();
+                    }
+                    default -> keep(context, client.acquire(resource, AcquireOptions.defaults().withMaxWait(
+                                    Duration.ofMillis(1 + random.nextInt(3))))
+                            .onErrorResume(e -> reactor.core.publisher.Mono.empty()).block(Duration.ofSeconds(10)));
+                }
+            } catch (InterruptedException e) {
+                return;
+            } catch (RuntimeException e) {
+                if (Thread.currentThread().isInterrupted()) {
+                    return;
+                }
+                // A lock service error or a give-up surfaced as an error: what it took, if anything, is the client's.
+            }
+        }
+    }
+
+    /** A lease that reached the harness: its owner is known, and it is released at once. */
+    private static void keep(Run.Context context, dev.fenced.lock.@Nullable FencedLease lease) {
+        if (lease != null) {
+            context.history.knownOwner(lease.ownerId());
+            lease.release().subscribe(null, e -> { });
+        }
     }
 
     /**
@@ -633,8 +790,298 @@ final class Scenarios {
         return value == null ? -1 : value;
     }
 
+    /** Locks of paused holders broken by scenario 13's operator (outcome RELEASED, the paused holder's token), across runs. */
+    static final java.util.concurrent.atomic.AtomicLong BREAKS = new java.util.concurrent.atomic.AtomicLong();
+
+    /**
+     * Locks of scenario 13 broken before their holder's pause ended, across runs (a slow round may break the lock just
+     * after the thaw: the holder then renewed once before the break, and the rest of the round is the same).
+     */
+    static final java.util.concurrent.atomic.AtomicLong BREAKS_WHILE_PAUSED = new java.util.concurrent.atomic.AtomicLong();
+
+    /** Rounds of scenario 13 whose next grant's token was above the broken one, across runs. */
+    static final java.util.concurrent.atomic.AtomicLong NEXT_GRANTS_ABOVE_BROKEN = new java.util.concurrent.atomic.AtomicLong();
+
+    /** Rounds of scenario 13 whose next grant's token was not above the broken one (none may be), across runs. */
+    static final java.util.concurrent.atomic.AtomicLong NEXT_GRANTS_NOT_ABOVE_BROKEN = new java.util.concurrent.atomic.AtomicLong();
+
+    /**
+     * Broken holders of scenario 13 whose lease was lost with {@code NOT_HELD} before anything released it, within one
+     * lease of the thaw, across runs: their first renewal after the break found the lock gone.
+     */
+    static final java.util.concurrent.atomic.AtomicLong BROKEN_LOST_NOT_HELD = new java.util.concurrent.atomic.AtomicLong();
+
+    /**
+     * Broken holders of scenario 13 whose lease was not lost with {@code NOT_HELD} by then (another reason, or not
+     * within the lease), across runs: none may be.
+     */
+    static final java.util.concurrent.atomic.AtomicLong BROKEN_NOT_LOST_IN_TIME = new java.util.concurrent.atomic.AtomicLong();
+
+    /** Late writes of scenario 13's broken holders refused by storage, across runs. */
+    static final java.util.concurrent.atomic.AtomicLong BROKEN_WRITES_REFUSED = new java.util.concurrent.atomic.AtomicLong();
+
+    /** Late writes of scenario 13's broken holders that storage accepted (the control arm's danger), across runs. */
+    static final java.util.concurrent.atomic.AtomicLong BROKEN_WRITES_ACCEPTED = new java.util.concurrent.atomic.AtomicLong();
+
+    /**
+     * The paused holder's lease in scenario 13: five times the run's, so that the lock is freed by the break, long
+     * before it would expire by itself, and renewed every second (a third of it).
+     */
+    private static final Duration PAUSED_HOLDER_LEASE = Duration.ofSeconds(3);
+
+    /**
+     * (13) An operator breaks the lock of a paused holder. Each round, on the witness lock: a holder with a lease of
+     * {@link #PAUSED_HOLDER_LEASE} acquires, claims and reads, and stalls (renewals frozen) for one and a half renewal
+     * periods; meanwhile an operator, with a client of its own, lists the run's held locks ({@code locks("*")}, the
+     * fleet view), finds the witness lock held by the paused holder's label with its token, and force-releases it with
+     * a reason; the outcome must be {@code RELEASED} with the paused holder's token. Another holder then takes the lock
+     * (its token must be above the broken one: both are recorded), claims, reads and writes. The paused holder thaws:
+     * its overdue renewal runs first, and its lease must be lost with {@code NOT_HELD} then (the nemesis waits for the
+     * loss signal at most one lease, and counts a loss for another reason, or none, as late); then it writes with the
+     * view of the lease it had before the pause, which still says held. Storage must refuse that write on the fenced
+     * arms (and the checker sees the rest: I1, I2 and M1); the control arm ({@link Arm#LEASE_CHECK}: the lease checked,
+     * then an unfenced write) lets it through after the newer holder's write, a lost update the checker must flag. The
+     * run fails if no round broke a lock.
+     */
+    static Run.Nemesis forceReleasePaused() {
+        return context -> {
+            String resource = context.setup.witnessResources().get(0);
+            Witness paused = new Witness(context, "witness-paused", context.locker("witness-paused", PAUSED_HOLDER_LEASE));
+            Witness next = new Witness(context, "witness-next", context.locker("witness-next"));
+            FencedLockClient operator = context.client(context.service.clientProxy(),
+                    b -> b.holderLabel("torture operator"));
+            // Connected before the first round, so that the operator acts within the pause from the first round on.
+            operator.locks("*").then().block(Duration.ofSeconds(10));
+            int broken = 0;
+            for (int round = 1; context.timeLeft(); round++) {
+                if (breakRound(context, resource, paused, next, operator, round)) {
+                    broken++;
+                }
+                context.pace(100);
+            }
+            if (broken == 0) {
+                throw new IllegalStateException("No round broke the lock of a paused holder: the scenario tested nothing");
+            }
+            LOG.info("Scenario 13: {} locks of paused holders broken", broken);
+        };
+    }
+
+    /**
+     * One round of (13); false if the paused holder could not acquire (recorded as such). A round whose next holder
+     * could not take the broken lock (recorded too) sends no late write: storage has seen no newer token then.
+     */
+    private static boolean breakRound(Run.Context context, String resource, Witness paused, Witness next,
+            FencedLockClient operator, int round) throws InterruptedException {
+        Witness.Step step = paused.acquireClaimRead(resource, "fr" + round + "-paused");
+        if (step == null) {
+            return false;
+        }
+        Grant grant = step.grant();
+        Thread thaws = paused.stall(step.held(), PAUSED_HOLDER_LEASE.toMillis() / 2);
+        long at = System.nanoTime();
+        // The operator's view: whoever holds the witness lock, by the label its client stored with the grant.
+        dev.fenced.lock.LockInfo seen = operator.locks("*").filter(l -> l.name().equals(resource))
+                .next().block(Duration.ofSeconds(10));
+        if (seen == null || seen.token() != grant.token()
+                || !Locker.Fenced.label("witness-paused").equals(seen.holderLabel())) {
+            thaws.join();
+            throw new IllegalStateException("The fleet view did not show " + resource + " held by the paused holder (token "
+                    + grant.token() + "): " + seen);
+        }
+        dev.fenced.lock.ForceReleaseResult result = operator.forceRelease(resource, "torture operator: holder '"
+                + seen.holderLabel() + "' paused, round " + round).block(Duration.ofSeconds(10));
+        context.history.fault("force-release of a paused holder", at, System.nanoTime());
+        if (result == null || result.outcome() != dev.fenced.lock.ForceReleaseResult.Outcome.RELEASED
+                || result.token() != grant.token()) {
+            thaws.join();
+            throw new IllegalStateException("The force-release of " + resource + " held by the paused holder (token "
+                    + grant.token() + ") answered " + result);
+        }
+        BREAKS.incrementAndGet();
+        if (thaws.isAlive()) {
+            BREAKS_WHILE_PAUSED.incrementAndGet();
+        }
+        // Another holder takes the lock the break freed, long before the paused holder's lease would have expired.
+        Witness.Step newer = null;
+        for (int attempt = 1; attempt <= 3 && newer == null; attempt++) {
+            newer = next.acquireClaimRead(resource, "fr" + round + "-next-" + attempt);
+        }
+        if (newer != null) {
+            boolean above = newer.grant().token() > result.token();
+            (above ? NEXT_GRANTS_ABOVE_BROKEN : NEXT_GRANTS_NOT_ABOVE_BROKEN).incrementAndGet();
+            LOG.info("Scenario 13, round {}: broken token {}, next grant's token {}", round, result.token(),
+                    newer.grant().token());
+            next.writeAndRelease(newer, false);
+        }
+        thaws.join();
+        // The overdue renewal runs on the thaw: the lease must be lost then, NOT_HELD (the lock is gone).
+        dev.fenced.lock.LeaseLostException loss;
+        try {
+            loss = grant.requireLease().lost().block(PAUSED_HOLDER_LEASE);
+        } catch (IllegalStateException notWithinTheLease) {
+            loss = null;
+        }
+        if (loss != null && loss.reason() == dev.fenced.lock.LossReason.NOT_HELD) {
+            BROKEN_LOST_NOT_HELD.incrementAndGet();
+        } else {
+            BROKEN_NOT_LOST_IN_TIME.incrementAndGet();
+            LOG.warn("Scenario 13, round {}: the broken holder's lease was not lost NOT_HELD at its renewal: {}", round,
+                    loss == null ? "no loss within the lease" : loss.reason());
+        }
+        if (newer == null) {
+            // Storage has seen no newer token, so the late write would be accepted, as the README says: not this test.
+            paused.abandon(step.held(), "the next holder could not take the broken lock");
+            return true;
+        }
+        // The paused holder goes on as if it still held the lock: its write carries the view it had before the pause.
+        if (paused.writeAndRelease(step, true) == History.Outcome.STALE) {
+            BROKEN_WRITES_REFUSED.incrementAndGet();
+        } else {
+            BROKEN_WRITES_ACCEPTED.incrementAndGet();
+        }
+        return true;
+    }
+
+    /** Rounds of scenario C3 whose newer holder got a token below the stalled holder's, across runs. */
+    static final java.util.concurrent.atomic.AtomicLong GRANTS_BELOW_STALLED_BY_CLOCK = new java.util.concurrent.atomic.AtomicLong();
+
+    /** Clock steps of the C scenarios, backwards and forwards, across runs. */
+    static final java.util.concurrent.atomic.AtomicLong CLOCK_STEPS_BACK = new java.util.concurrent.atomic.AtomicLong();
+    static final java.util.concurrent.atomic.AtomicLong CLOCK_STEPS_FORWARD = new java.util.concurrent.atomic.AtomicLong();
+
+    /**
+     * (C1) The lock server's clock stepped backwards and forwards, the token counter kept: every {@code everyMillis}
+     * the clock is set to a new offset within {@code maxStepSeconds} of the real time, alternately behind and ahead of
+     * where it was. A step forward expires leases early (key expiry follows the wall clock); a step back makes them
+     * last longer.
+     */
+    static Run.Nemesis clockSteps(long everyMillis, double maxStepSeconds) {
+        return context -> {
+            FakeClockRedis redis = context.fakeClock();
+            ThreadLocalRandom random = ThreadLocalRandom.current();
+            boolean back = true;
+            while (context.timeLeft()) {
+                context.pace(everyMillis);
+                double now = redis.clockOffset();
+                double next = back ? now - random.nextDouble(0.2, maxStepSeconds) : now + random.nextDouble(0.2, maxStepSeconds);
+                next = Math.max(-maxStepSeconds, Math.min(maxStepSeconds, next));
+                long at = System.nanoTime();
+                redis.setClock(next);
+                (next < now ? CLOCK_STEPS_BACK : CLOCK_STEPS_FORWARD).incrementAndGet();
+                context.history.fault(String.format(java.util.Locale.ROOT, "clock step %+.2f s", next - now), at, System.nanoTime());
+                back = !back;
+            }
+        };
+    }
+
+    /**
+     * (C2) The clock stepped as in C1, and every other step the server restarted without persistence (the token
+     * counters lost) with its clock set ahead of the most it was ever ahead: the next tokens, server time in
+     * microseconds, are above every token issued before.
+     */
+    static Run.Nemesis clockStepsAndRestarts(long everyMillis, double maxStepSeconds) {
+        return context -> {
+            FakeClockRedis redis = context.fakeClock();
+            ThreadLocalRandom random = ThreadLocalRandom.current();
+            double highest = 0;
+            boolean restart = false;
+            while (context.timeLeft()) {
+                context.pace(everyMillis);
+                double now = redis.clockOffset();
+                long at = System.nanoTime();
+                if (restart) {
+                    double next = highest + random.nextDouble(0.05, 0.5);
+                    redis.setClock(next);
+                    redis.restart();
+                    CLOCK_STEPS_FORWARD.incrementAndGet();
+                    context.history.fault(String.format(java.util.Locale.ROOT, "restart, clock %+.2f s (ahead of ever)",
+                            next - now), at, System.nanoTime());
+                } else {
+                    double next = highest - random.nextDouble(0.2, maxStepSeconds);
+                    redis.setClock(next);
+                    CLOCK_STEPS_BACK.incrementAndGet();
+                    context.history.fault(String.format(java.util.Locale.ROOT, "clock step %+.2f s", next - now), at,
+                            System.nanoTime());
+                }
+                highest = Math.max(highest, redis.clockOffset());
+                restart = !restart;
+            }
+        };
+    }
+
+    /**
+     * (C3) The window the root README states, forced: the counter lost and the clock behind. Each round, on the witness
+     * lock: a witness writes (storage holds its token T0); a second later another takes the lock (T1) and stalls before
+     * its first write, renewals frozen for twice the lease; the server restarts without persistence with its clock set
+     * back so that its time lies halfway between T0 and T1 (behind the clock that issued T1 by more than the time
+     * between the two grants); the first witness takes the lock again (T2, below T1), claims, reads and writes; then the
+     * stalled holder wakes and claims, reads and writes with the lease it believes held. Its token is above the stored
+     * one, so storage accepts it, after a write of a later grant: I6 and M1 see it. Each round checks that T2 fell
+     * between T0 and T1 ({@link #GRANTS_BELOW_STALLED_BY_CLOCK}).
+     */
+    static Run.Nemesis clockBehindAfterRestart() {
+        return context -> {
+            FakeClockRedis redis = context.fakeClock();
+            String resource = context.setup.witnessResources().get(0);
+            Witness writer = new Witness(context, "witness-b", context.locker("witness-b"));
+            Witness stalled = new Witness(context, "witness-x1", context.locker("witness-x1"));
+            for (int round = 1; context.timeLeft(); round++) {
+                Witness.Step before = null;
+                for (int attempt = 1; attempt <= 20 && before == null; attempt++) {
+                    before = writer.acquireClaimRead(resource, "cb" + round + "-before-" + attempt);
+                    if (before == null) {
+                        context.pace(50);
+                    }
+                }
+                if (before == null) {
+                    continue;
+                }
+                long stored = before.grant().token();
+                writer.writeAndRelease(before, false);
+                context.pace(1_000);
+                Witness.Held held = stalled.acquire(resource, "cb" + round + "-stalled");
+                if (held == null) {
+                    continue;
+                }
+                Thread thaws = stalled.stall(held, context.leaseTime().toMillis() * 2);
+                long at = System.nanoTime();
+                long target = stored + (held.grant().token() - stored) / 2;
+                double offset = redis.clockOffset() + (target - redis.serverTimeMicros()) / 1e6;
+                redis.setClock(offset);
+                redis.restart();
+                CLOCK_STEPS_BACK.incrementAndGet();
+                context.history.fault(String.format(java.util.Locale.ROOT, "restart, clock set to %+.3f s", offset), at,
+                        System.nanoTime());
+                Witness.Step newer = null;
+                for (int attempt = 1; attempt <= 20 && newer == null; attempt++) {
+                    // The client fails fast while it reconnects to the restarted server: back off and retry.
+                    newer = writer.acquireClaimRead(resource, "cb" + round + "-newer-" + attempt);
+                    if (newer == null) {
+                        context.pace(50);
+                    }
+                }
+                if (newer != null) {
+                    if (newer.grant().token() < held.grant().token() && newer.grant().token() > stored) {
+                        GRANTS_BELOW_STALLED_BY_CLOCK.incrementAndGet();
+                    }
+                    writer.writeAndRelease(newer, false);
+                }
+                thaws.join();
+                stalled.wakeAndWrite(held);
+            }
+        };
+    }
+
     /** (8) A soak: all of the above, chosen at random, with cancellers running throughout. */
     static Run.Nemesis soak() {
+        return soak(0);
+    }
+
+    /**
+     * (8) The soak, until the workers recorded at least {@code operations} operations (0: for the run's duration),
+     * within the run's duration, which then bounds it.
+     */
+    static Run.Nemesis soak(long operations) {
         return context -> {
             ThreadLocalRandom random = ThreadLocalRandom.current();
             TcpProxy cancelProxy = context.service.clientProxy();
@@ -650,7 +1097,7 @@ final class Scenarios {
             Worker witness = context.worker("witness", List.of(resource));
             List<TcpProxy> proxies = new ArrayList<>(context.workerProxies());
             int round = 0;
-            while (context.timeLeft()) {
+            while (context.timeLeft() && (operations == 0 || context.history.operationCount() < operations)) {
                 context.pace(300 + random.nextLong(700));
                 round++;
                 long at = System.nanoTime();

@@ -28,7 +28,10 @@ import org.junit.jupiter.api.extension.ExtendWith;
  * {@code P…}) runs the same workload with the lock clients on the PostgreSQL lease store, each reaching the
  * database through a proxy of its own; it keeps its lease table in the shared test database, except the restart
  * scenario, which restarts a PostgreSQL of its own. The summary table is printed and written to
- * {@code target/torture-report.md}. {@code -Dtorture.soak=PT30M} makes the soak scenario run that long.
+ * {@code target/torture-report.md}. {@code -Dtorture.soak=PT30M} makes the soak scenario run that long, and
+ * {@code -Dtorture.soakOperations=10000} until that many operations. Issue #27 added the orphan-renewal regressions
+ * (scenario 11) and the fenced-mutex model check (12, 12f, P12); the lock-set workload is in {@link TortureWritesIT},
+ * the clock faults in {@link ClockFaultsIT}. Issue #25 added the force-release of a paused holder's lock (13, P13).
  */
 @ExtendWith({RedisServerExtension.class, PostgresServerExtension.class})
 @TestMethodOrder(MethodOrderer.OrderAnnotation.class)
@@ -38,8 +41,17 @@ class TortureIT {
     private static final Duration LEASE = Duration.ofMillis(600);
     private static final Duration SCENARIO = Duration.ofSeconds(8);
     private static final Duration FALLBACK_SCENARIO = Duration.ofSeconds(5);
+    /** Scenarios 11, 12 and P12: thousands of abandoned acquires, and a dozen partitions, take less than 8 s. */
+    private static final Duration SHORT_SCENARIO = Duration.ofSeconds(6);
     private static final Duration DEFAULT_SOAK = Duration.ofSeconds(15);
+    private static final Duration SOAK_OPERATIONS_CAP = Duration.ofMinutes(12);
+    private static final int SOAK_WORKERS = 16;
+    private static final int SOAK_ACCOUNTS = 8;
     private static final Worker.Profile PROFILE = new Worker.Profile(LEASE, Duration.ofSeconds(4), 0.15, 30, 0.5);
+    /** Workers that never pause past their lease: in scenario 13's control only the broken holder can be flagged. */
+    private static final Worker.Profile QUIET = new Worker.Profile(LEASE, Duration.ofSeconds(4), 0, 30, 0);
+    /** Scenario 13's control arm: two or three rounds show the accepted late write. */
+    private static final Duration BREAK_CONTROL = Duration.ofSeconds(4);
     private static final List<String> RESOURCES = List.of("account-1", "account-2");
     private static final List<String> WITNESS = List.of("witness");
     private static final int WORKERS = 5;
@@ -58,7 +70,7 @@ class TortureIT {
     static void report() {
         String table = REPORT.table();
         Path file = REPORT.write(Path.of(System.getProperty("torture.reportDir", "target")));
-        System.out.println("\nTorture report (" + file + "):\n" + table);
+        System.out.println("\nTorture report (" + file + "):\n" + table + REPORT.notes());
     }
 
     private static Supplier<RedisTopology> shared() {
@@ -81,8 +93,13 @@ class TortureIT {
 
     private static Checker.Result run(String scenario, Arm arm, Supplier<? extends LockService> service, Duration duration,
             Run.Nemesis nemesis) throws Exception {
-        Run.Outcome outcome = Run.execute(new Run.Setup(scenario, arm, service, r2dbcUrl, WORKERS, RESOURCES, WITNESS,
-                PROFILE, duration), nemesis);
+        return run(scenario, arm, service, duration, WORKERS, RESOURCES, PROFILE, nemesis);
+    }
+
+    private static Checker.Result run(String scenario, Arm arm, Supplier<? extends LockService> service, Duration duration,
+            int workers, List<String> resources, Worker.Profile profile, Run.Nemesis nemesis) throws Exception {
+        Run.Outcome outcome = Run.execute(new Run.Setup(scenario, arm, service, r2dbcUrl, workers, resources, WITNESS,
+                profile, duration), nemesis);
         REPORT.add(outcome);
         Checker.Result result = outcome.result();
         assertThat(result.operations()).as("operations of %s (%s)", scenario, arm.label()).isPositive();
@@ -92,7 +109,7 @@ class TortureIT {
             assertThat(result.violations()).as("violations in %s: %s", scenario, result.examples()).isZero();
         }
         // Every scenario, control arms too: once the run's clients are closed, no lock may be held by nobody.
-        assertThat(outcome.orphans().count()).as("locks of %s (%s) held by nobody at the end: %s", scenario, arm.label(),
+        assertThat(outcome.orphans().total()).as("locks of %s (%s) held by nobody: %s", scenario, arm.label(),
                 outcome.orphans().describe()).isZero();
         return result;
     }
@@ -181,19 +198,63 @@ class TortureIT {
         assertThat(Scenarios.CANCELLED_IN_FLIGHT.get() - before).as("acquires cancelled before they emitted").isPositive();
     }
 
+    /**
+     * The orphan-renewal regressions of other lock clients, ported: thousands of acquires given up on by
+     * {@code timeout}, {@code firstWithSignal}, {@code take}, {@code next}, a disposed lambda subscriber and a short
+     * maximum wait, at random moments around the reply. Afterwards the server holds none of their locks and the client
+     * holds and renews no lease.
+     */
+    @Test
+    @Order(65)
+    void acquiresCancelledTimedOutOrRacedAtAnyMomentLeaveNoLockHeldAndNoLeaseRenewed() throws Exception {
+        java.util.Map<String, Long> before = abandoned();
+        run("11 orphan regressions", Arm.FENCED, shared(), SHORT_SCENARIO, Scenarios.orphanRegressions(6));
+        java.util.Map<String, Long> after = abandoned();
+        long total = 0;
+        for (String way : List.of("timeout", "firstWithSignal", "take", "next", "dispose", "maxWait")) {
+            long abandoned = after.getOrDefault(way, 0L) - before.getOrDefault(way, 0L);
+            assertThat(abandoned).as("acquires abandoned by %s", way).isPositive();
+            total += abandoned;
+        }
+        assertThat(total).as("acquires abandoned").isGreaterThanOrEqualTo(1_000);
+    }
+
+    private static java.util.Map<String, Long> abandoned() {
+        java.util.Map<String, Long> counts = new java.util.HashMap<>();
+        Scenarios.ABANDONED_ACQUIRES.forEach((way, count) -> counts.put(way, count.get()));
+        return counts;
+    }
+
     @Test
     @Order(70)
     void scriptFlushLosesNoWrite() throws Exception {
         run("7 SCRIPT FLUSH", Arm.FENCED, own(), SCENARIO, Scenarios.scriptFlush(250));
     }
 
+    /**
+     * The soak: every fault of scenarios 1 to 7 at random. By default 15 s with the usual five workers on two accounts;
+     * {@code -Dtorture.soakOperations=N} runs it until the workers recorded N operations, within
+     * {@code -Dtorture.soak} (12 minutes if not given), and {@code -Dtorture.soak=…} alone for that long; both with
+     * {@value #SOAK_WORKERS} workers on {@value #SOAK_ACCOUNTS} accounts, for the operations a long soak is for.
+     */
     @Test
     @Order(80)
     @Timeout(value = 3, unit = TimeUnit.HOURS) // the long soak runs for as long as -Dtorture.soak says
     void soakMixingEveryFaultLosesNoWrite() throws Exception {
         String configured = System.getProperty("torture.soak", "");
-        Duration soak = configured.isBlank() ? DEFAULT_SOAK : Duration.parse(configured);
-        run("8 soak " + soak.toSeconds() + " s", Arm.FENCED, own(), soak, Scenarios.soak());
+        long operations = Long.getLong("torture.soakOperations", 0L);
+        if (operations < 0) {
+            throw new IllegalArgumentException("torture.soakOperations must not be negative: " + operations);
+        }
+        boolean scaled = operations > 0 || !configured.isBlank();
+        Duration soak = !configured.isBlank() ? Duration.parse(configured) : operations > 0 ? SOAK_OPERATIONS_CAP : DEFAULT_SOAK;
+        List<String> accounts = scaled
+                ? java.util.stream.IntStream.rangeClosed(1, SOAK_ACCOUNTS).mapToObj(i -> "account-" + i).toList()
+                : RESOURCES;
+        String scenario = operations > 0 ? "8 soak to " + operations + " operations" : "8 soak " + soak.toSeconds() + " s";
+        Checker.Result result = run(scenario, Arm.FENCED, own(), soak, scaled ? SOAK_WORKERS : WORKERS, accounts, PROFILE,
+                Scenarios.soak(operations));
+        assertThat((long) result.operations()).as("operations of the soak within %s", soak).isGreaterThanOrEqualTo(operations);
     }
 
     /**
@@ -231,6 +292,130 @@ class TortureIT {
     @Order(100)
     void restrictedAclUserStalledHoldersAreRejectedAndNoLockIsLeftBehind() throws Exception {
         runStalls("10 restricted ACL user", () -> RestrictedRedis.shared(redis.host(), redis.port()));
+    }
+
+    /**
+     * The fenced-mutex model check (M1, M2) under partitions that come and go, on standalone Redis: tokens grow with
+     * every grant in real-time order, and no two acknowledged holds of a lock overlap.
+     */
+    @Test
+    @Order(105)
+    void fencedMutexUnderPartitionsThatComeAndGoGrantsGrowingTokensAndNoOverlappingHolds() throws Exception {
+        Checker.Result result = run("12 fenced mutex: partitions come and go", Arm.FENCED, shared(), SHORT_SCENARIO, WORKERS,
+                RESOURCES, PROFILE.withMutexCheck(Checker.Mutex.FULL), Scenarios.flappingPartitions(3, 3));
+        assertThat(result.m1()).as("grants whose token did not grow").isZero();
+        assertThat(result.m2()).as("overlapping holds").isZero();
+        assertThat(result.lossSignals()).as("partitioned holders learn that their leases are lost").isPositive();
+    }
+
+    /**
+     * The fenced-mutex model check on a failover to a replica that missed grants: with the default tokens M1 holds
+     * (a new holder's token is above the old holder's), M2 is expected not to and is only reported; with counter tokens
+     * the new primary re-issues tokens, and M1 flags it (the control).
+     */
+    @Test
+    @Order(106)
+    void fencedMutexOnFailoverKeepsTheTokenOrderAndCounterTokensAreFlagged() throws Exception {
+        Worker.Profile tokenOrder = PROFILE.withMutexCheck(Checker.Mutex.TOKEN_ORDER_ONLY);
+        Checker.Result fenced = run("12f fenced mutex: failover", Arm.FENCED, own(), SCENARIO, WORKERS, RESOURCES,
+                tokenOrder, Scenarios.failover(1_000));
+        assertThat(fenced.m1()).as("grants whose token did not grow across failovers").isZero();
+
+        long reissued = Scenarios.REISSUED_TOKENS.get();
+        Checker.Result counter = run("12f fenced mutex: failover", Arm.COUNTER_TOKENS, own(), SCENARIO, WORKERS, RESOURCES,
+                tokenOrder, Scenarios.failover(1_000));
+        assertThat(Scenarios.REISSUED_TOKENS.get() - reissued).as("counter tokens re-issued by the new primary").isPositive();
+        assertThat(counter.m1()).as("re-issued tokens flagged by the token order").isPositive();
+    }
+
+    /**
+     * Issue #25's scenario on the PostgreSQL lease store: the lock of a paused holder broken by an operator, as in
+     * scenario 13 (without its control arm, which shows the same on any store).
+     */
+    @Test
+    @Order(152)
+    void postgresStoreForceReleaseOfAPausedHolderRefusesItsLateWrites() throws Exception {
+        runBreak("P13 PostgreSQL: force-release of a paused holder", postgresShared());
+    }
+
+    /**
+     * Issue #25: an operator finds a paused holder in the fleet view and breaks its lock ({@code forceRelease}); the
+     * next holder's token is above the broken one (M1 as well), the broken holder's lease is lost with
+     * {@code NOT_HELD} at its first renewal after the thaw, and storage refuses its late write. The control arm (the
+     * lease checked before the pause, then an unfenced write; workers that never pause, so that only the broken holder
+     * can be flagged) lets that write through after the next holder's, and the checker flags the lost update. On a
+     * Redis of its own: the fleet view scans the whole key space, and on the shared test server, which other builds
+     * fill with a hundred thousand keys and more, one listing takes longer than the holder's pause.
+     */
+    @Test
+    @Order(107)
+    void forceReleaseOfAPausedHolderRefusesItsLateWritesAndAnUnfencedLateWriteIsFlagged() throws Exception {
+        runBreak("13 force-release of a paused holder", own());
+
+        long accepted = Scenarios.BROKEN_WRITES_ACCEPTED.get();
+        long breaks = Scenarios.BREAKS.get();
+        Checker.Result control = run("13 force-release of a paused holder", Arm.LEASE_CHECK, own(), BREAK_CONTROL,
+                WORKERS, RESOURCES, QUIET.withMutexCheck(Checker.Mutex.TOKEN_ORDER_ONLY), Scenarios.forceReleasePaused());
+        long broken = Scenarios.BREAKS.get() - breaks;
+        long lateAccepted = Scenarios.BROKEN_WRITES_ACCEPTED.get() - accepted;
+        assertThat(broken).as("locks of paused holders broken").isPositive();
+        assertThat(lateAccepted).as("unfenced late writes of broken holders accepted").isPositive();
+        assertThat(control.i2()).as("lost updates by the broken holders' late writes").isPositive();
+        REPORT.note("13 (" + Arm.LEASE_CHECK.label() + "): " + broken + " locks broken, " + lateAccepted
+                + " late writes of the broken holders accepted by the unfenced row after the next holder's, flagged by "
+                + "I1 " + control.i1() + ", I2 " + control.i2() + ", I3 " + control.i3() + ", I6 " + control.i6());
+    }
+
+    /**
+     * Scenario 13 on the fenced arm: every round breaks a lock (at least one while its holder is paused), gives the
+     * next holder a token above the broken one, loses the broken lease with {@code NOT_HELD} and refuses the late
+     * write; the counts go to the report's notes.
+     */
+    private static void runBreak(String scenario, Supplier<? extends LockService> service) throws Exception {
+        long breaks = Scenarios.BREAKS.get();
+        long whilePaused = Scenarios.BREAKS_WHILE_PAUSED.get();
+        long above = Scenarios.NEXT_GRANTS_ABOVE_BROKEN.get();
+        long notAbove = Scenarios.NEXT_GRANTS_NOT_ABOVE_BROKEN.get();
+        long notHeld = Scenarios.BROKEN_LOST_NOT_HELD.get();
+        long late = Scenarios.BROKEN_NOT_LOST_IN_TIME.get();
+        long refused = Scenarios.BROKEN_WRITES_REFUSED.get();
+        long accepted = Scenarios.BROKEN_WRITES_ACCEPTED.get();
+        Checker.Result result = run(scenario, Arm.FENCED, service, SHORT_SCENARIO, WORKERS, RESOURCES,
+                PROFILE.withMutexCheck(Checker.Mutex.TOKEN_ORDER_ONLY), Scenarios.forceReleasePaused());
+        long broken = Scenarios.BREAKS.get() - breaks;
+        long paused = Scenarios.BREAKS_WHILE_PAUSED.get() - whilePaused;
+        long nextAbove = Scenarios.NEXT_GRANTS_ABOVE_BROKEN.get() - above;
+        long lostNotHeld = Scenarios.BROKEN_LOST_NOT_HELD.get() - notHeld;
+        long lateRefused = Scenarios.BROKEN_WRITES_REFUSED.get() - refused;
+        assertThat(broken).as("locks of paused holders broken").isPositive();
+        assertThat(paused).as("locks broken while their holder was paused").isPositive();
+        assertThat(nextAbove).as("next grants with a token above the broken one").isPositive();
+        assertThat(Scenarios.NEXT_GRANTS_NOT_ABOVE_BROKEN.get() - notAbove).as("next grants not above the broken token")
+                .isZero();
+        assertThat(Scenarios.BROKEN_NOT_LOST_IN_TIME.get() - late)
+                .as("broken leases not lost NOT_HELD at their first renewal after the thaw").isZero();
+        assertThat(lostNotHeld).as("broken leases lost NOT_HELD").isEqualTo(broken);
+        assertThat(Scenarios.BROKEN_WRITES_ACCEPTED.get() - accepted).as("late writes of broken holders accepted")
+                .isZero();
+        assertThat(lateRefused).as("late writes of broken holders refused (one per round with a next grant)")
+                .isEqualTo(nextAbove);
+        assertThat(result.m1()).as("grants whose token did not grow").isZero();
+        REPORT.note(scenario.split(" ")[0] + " (" + Arm.FENCED.label() + "): " + broken + " locks broken (" + paused
+                + " while their holder was paused); the next grant's token above the broken one in " + nextAbove + " of "
+                + broken + "; " + lostNotHeld + " broken leases lost NOT_HELD at their first renewal after the break; "
+                + lateRefused + " late writes of the broken holders refused by storage, 0 accepted");
+    }
+
+    @Test
+    @Order(151)
+    void postgresStoreFencedMutexUnderPartitionsThatComeAndGoGrantsGrowingTokensAndNoOverlappingHolds()
+            throws Exception {
+        Checker.Result result = run("P12 PostgreSQL: fenced mutex, partitions come and go", Arm.FENCED, postgresShared(),
+                SHORT_SCENARIO, WORKERS, RESOURCES, PROFILE.withMutexCheck(Checker.Mutex.FULL),
+                Scenarios.flappingPartitions(3, 3));
+        assertThat(result.m1()).as("grants whose token did not grow").isZero();
+        assertThat(result.m2()).as("overlapping holds").isZero();
+        assertThat(result.lossSignals()).as("partitioned holders learn that their leases are lost").isPositive();
     }
 
     @Test

@@ -37,6 +37,7 @@ class TortureWritesIT {
 
     private static final Duration LEASE = Duration.ofMillis(600);
     private static final Duration SCENARIO = Duration.ofSeconds(8);
+    private static final Duration LOCK_SET_SCENARIO = Duration.ofSeconds(10);
     private static final Worker.Profile PROFILE = new Worker.Profile(LEASE, Duration.ofSeconds(4), 0.15, 30, 0.5);
     private static final Report REPORT = new Report();
 
@@ -63,12 +64,62 @@ class TortureWritesIT {
                 List.of("account-1", "account-2"), List.of("witness"), PROFILE, SCENARIO), Scenarios.stalls(2));
         REPORT.add(outcome);
         Checker.Result result = outcome.result();
-        assertThat(outcome.orphans().count()).as("locks of %s held by nobody at the end: %s", scenario,
+        assertThat(outcome.orphans().total()).as("locks of %s held by nobody: %s", scenario,
                 outcome.orphans().describe()).isZero();
         assertThat(result.operations()).as("operations of %s", scenario).isPositive();
         assertThat(result.violations()).as("violations in %s: %s", scenario, result.examples()).isZero();
         assertThat(result.staleRejected()).as("stalled writes are rejected in %s", scenario).isPositive();
         return result;
+    }
+
+    /**
+     * Jepsen's lock-set workload ({@link Worker#operateLockSet}) in {@code arm}, the ledger where {@code locks} keeps it,
+     * under the workers' own pauses (renewal frozen, up to about one lease) and partitions of half of them from Redis
+     * for twice the lease.
+     */
+    private static Checker.Result lockSet(String scenario, Arm arm, LockService locks) throws Exception {
+        Run.Outcome outcome = Run.execute(new Run.Setup(scenario, arm, () -> locks, postgresUrl, 5,
+                List.of("set-1", "set-2"), List.of("witness"), PROFILE.lockSetWorkload(), LOCK_SET_SCENARIO),
+                Scenarios.partition(2_500));
+        REPORT.add(outcome);
+        Checker.Result result = outcome.result();
+        assertThat(outcome.orphans().total()).as("locks of %s (%s) held by nobody: %s", scenario, arm.label(),
+                outcome.orphans().describe()).isZero();
+        assertThat(result.operations()).as("operations of %s (%s)", scenario, arm.label()).isPositive();
+        assertThat(result.setChecked()).as("I7 applies to %s", scenario).isTrue();
+        if (arm.isControl()) {
+            assertThat(result.i7()).as("acknowledged elements lost by the control arm %s", arm.label()).isPositive();
+        } else {
+            assertThat(result.violations()).as("violations in %s: %s", scenario, result.examples()).isZero();
+            assertThat(result.staleRejected()).as("paused writers are rejected in %s", scenario).isPositive();
+        }
+        return result;
+    }
+
+    @Test
+    @Order(1)
+    void lockSetInAnUnfencedRowLosesAcknowledgedElements() throws Exception {
+        lockSet("L1 lock-set, unfenced row", Arm.UNFENCED_ROW, RedisTopology.shared(redis.host(), redis.port()));
+    }
+
+    @Test
+    @Order(2)
+    void lockSetGuardedByALeaseCheckBeforeTheWriteLosesAcknowledgedElements() throws Exception {
+        lockSet("L2 lock-set, lease checked before the write", Arm.LEASE_CHECK,
+                RedisTopology.shared(redis.host(), redis.port()));
+    }
+
+    @Test
+    @Order(3)
+    void lockSetOnPostgresThroughTheFencedClaimKeepsEveryAcknowledgedElement() throws Exception {
+        lockSet("L3 lock-set, PostgreSQL, fenced claim", Arm.FENCED, RedisTopology.shared(redis.host(), redis.port()));
+    }
+
+    @Test
+    @Order(4)
+    void lockSetOnMariaDbThroughTheFencedClaimKeepsEveryAcknowledgedElement() throws Exception {
+        lockSet("L4 lock-set, MariaDB, fenced claim", Arm.FENCED, new WritesVia(
+                RedisTopology.shared(redis.host(), redis.port()), mariaDbUrl, Ledger.Writes.TRANSACTION));
     }
 
     @Test

@@ -110,8 +110,11 @@ final class Witness {
         finish(held, History.Outcome.LOST, History.Step.CLAIM, 0, false, why, null);
     }
 
-    /** Writes balance + 1 (with a lease view that still believes it is held, if {@code believed}), releases. */
-    void writeAndRelease(Step step, boolean believed) {
+    /**
+     * Writes balance + 1 (with a lease view that still believes it is held, if {@code believed}), releases; returns
+     * the write's outcome, as recorded.
+     */
+    History.Outcome writeAndRelease(Step step, boolean believed) {
         Grant grant = step.grant();
         long writeInvokedAt = System.nanoTime();
         History.Outcome outcome;
@@ -126,6 +129,7 @@ final class Witness {
             rejectedBy = Worker.storedOwner(e);
         }
         finish(step.held(), outcome, History.Step.WRITE, writeInvokedAt, believed, detail, rejectedBy);
+        return outcome;
     }
 
     private @Nullable FencedLease view(Grant grant, boolean believed) {

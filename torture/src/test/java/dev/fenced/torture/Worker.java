@@ -23,13 +23,43 @@ final class Worker implements Runnable {
 
     private static final org.slf4j.Logger LOG = org.slf4j.LoggerFactory.getLogger(Worker.class);
 
-    /** The shape of the workload. */
+    /**
+     * The shape of the workload.
+     *
+     * @param lockSet Jepsen's lock-set workload instead of the increments: each operation reads the row's set, pauses
+     *     (renewals frozen) for a uniform time of up to {@link #LOCK_SET_PAUSE} of the lease, before or after its last
+     *     check of the lease, and writes the set back with its own element added (and the increment and audit row, so
+     *     that I1 to I6 apply as well); the checker's I7 then looks for acknowledged elements missing from the final set
+     * @param mutex which half of the fenced-mutex model check (M1, M2) the checker applies to the run's history
+     */
     record Profile(Duration leaseTime, Duration maxWait, double longPauseShare, long shortPauseMaxMillis,
-            double believedShare) {
+            double believedShare, boolean lockSet, Checker.Mutex mutex) {
+
+        /** The longest pause of the lock-set workload, as a share of the lease: about one lease. */
+        static final double LOCK_SET_PAUSE = 1.25;
+
+        Profile(Duration leaseTime, Duration maxWait, double longPauseShare, long shortPauseMaxMillis,
+                double believedShare) {
+            this(leaseTime, maxWait, longPauseShare, shortPauseMaxMillis, believedShare, false, Checker.Mutex.NONE);
+        }
+
+        /** The lock-set workload with this profile's lease, maximum wait and share of believed views. */
+        Profile lockSetWorkload() {
+            return new Profile(leaseTime, maxWait, longPauseShare, shortPauseMaxMillis, believedShare, true, mutex);
+        }
+
+        /** This workload, with the fenced-mutex model check {@code mutex} over its history. */
+        Profile withMutexCheck(Checker.Mutex check) {
+            return new Profile(leaseTime, maxWait, longPauseShare, shortPauseMaxMillis, believedShare, lockSet, check);
+        }
 
         long longPauseMillis(ThreadLocalRandom random) {
             long lease = leaseTime.toMillis();
             return lease + lease / 5 + random.nextLong(lease);
+        }
+
+        long lockSetPauseMillis(ThreadLocalRandom random) {
+            return random.nextLong((long) (leaseTime.toMillis() * LOCK_SET_PAUSE) + 1);
         }
     }
 
@@ -66,7 +96,11 @@ final class Worker implements Runnable {
             long pause = longPause ? profile.longPauseMillis(random) : random.nextLong(profile.shortPauseMaxMillis() + 1);
             boolean believed = arm != Arm.PLAIN_TTL && random.nextDouble() < profile.believedShare();
             try {
-                operate(resource, longPause, pause, believed);
+                if (profile.lockSet()) {
+                    operateLockSet(resource, profile.lockSetPauseMillis(random), random.nextBoolean(), believed);
+                } else {
+                    operate(resource, longPause, pause, believed);
+                }
             } catch (InterruptedException e) {
                 Thread.currentThread().interrupt();
             } catch (RuntimeException e) {
@@ -135,6 +169,91 @@ final class Worker implements Runnable {
                     acquireInvokedAt, acquiredAt, writeInvokedAt, completedAt, longPause, believed, grant.record(), detail,
                     rejectedBy));
         }
+    }
+
+    /**
+     * One operation of Jepsen's lock-set workload: acquire; claim (the fenced arms) and read the row's set; pause for
+     * {@code pauseMillis} with the renewal thread frozen, before the last check of the lease or, if
+     * {@code pauseAfterCheck}, between that check and the write; write the set back with this operation's id added;
+     * release. {@link Arm#UNFENCED_ROW} makes no check.
+     */
+    void operateLockSet(String resource, long pauseMillis, boolean pauseAfterCheck, boolean believed)
+            throws InterruptedException {
+        Grant grant;
+        long acquireInvokedAt = System.nanoTime();
+        try {
+            grant = locker.acquire(resource);
+        } catch (Locker.AcquireFailedException e) {
+            history.acquireFailed(e);
+            TimeUnit.MILLISECONDS.sleep(20 + ThreadLocalRandom.current().nextLong(30));
+            return;
+        }
+        history.acquired(grant);
+        active.add(grant);
+        String opId = name + "-" + (++sequence);
+        long acquiredAt = System.nanoTime();
+        History.Outcome outcome = History.Outcome.LOST;
+        History.Step step = History.Step.CLAIM;
+        long writeInvokedAt = 0;
+        String detail = "";
+        String rejectedBy = null;
+        boolean paused = false;
+        try {
+            Ledger.SetState state;
+            try {
+                state = ledger.claimAndReadSet(arm, grant);
+            } catch (RuntimeException e) {
+                outcome = isStale(e) ? History.Outcome.STALE : History.Outcome.LOST;
+                detail = String.valueOf(e.getMessage());
+                rejectedBy = storedOwner(e);
+                return;
+            }
+            if (!pauseAfterCheck) {
+                paused = stall(grant, pauseMillis);
+            }
+            if (arm != Arm.UNFENCED_ROW && !grant.isHeld()) {
+                outcome = History.Outcome.LOST;
+                detail = "lease lost before the write";
+                return;
+            }
+            if (pauseAfterCheck) {
+                paused = stall(grant, pauseMillis);
+            }
+            step = History.Step.WRITE;
+            @Nullable FencedLease view = believed && pauseAfterCheck ? grant.believed() : grant.lease();
+            writeInvokedAt = System.nanoTime();
+            try {
+                ledger.writeSet(arm, grant, view, state.balance() + 1, state.with(opId), opId);
+                outcome = History.Outcome.OK;
+            } catch (RuntimeException e) {
+                outcome = isStale(e) ? History.Outcome.STALE
+                        : causedBy(e, LeaseNotHeldException.class) || causedBy(e, LeaseLostException.class)
+                                ? History.Outcome.LOST : History.Outcome.UNKNOWN;
+                detail = String.valueOf(e.getMessage());
+                rejectedBy = storedOwner(e);
+            }
+        } finally {
+            long completedAt = System.nanoTime();
+            try {
+                grant.release();
+            } catch (RuntimeException e) {
+                // The lease expires by itself; the checker sees whether its loss was signalled.
+            }
+            active.remove(grant);
+            history.record(new History.Op(opId, name, resource, grant.token(), grant.owner(), outcome, step,
+                    acquireInvokedAt, acquiredAt, writeInvokedAt, completedAt, paused, believed && pauseAfterCheck,
+                    grant.record(), detail, rejectedBy));
+        }
+    }
+
+    /** A pause with the renewal thread frozen; true if it was longer than the lease could survive unrenewed. */
+    private boolean stall(Grant grant, long millis) throws InterruptedException {
+        if (millis <= 0) {
+            return false;
+        }
+        locker.pause(millis);
+        grant.thawed();
+        return millis >= profile.leaseTime().toMillis();
     }
 
     private History.Outcome write(Grant grant, @Nullable FencedLease view, long newBalance, String opId) {
