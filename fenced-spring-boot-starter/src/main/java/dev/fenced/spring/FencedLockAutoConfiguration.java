@@ -75,7 +75,7 @@ public class FencedLockAutoConfiguration {
     @Bean(destroyMethod = "close")
     @ConditionalOnMissingBean
     FencedLockClient fencedLockClient(FencedProperties properties, FencedRedisConnection connection,
-            ObjectProvider<LockObserver> observer) {
+            ObjectProvider<LockObserver> observer, Environment environment) {
         FencedLockClientBuilder builder = connection.applyTo(FencedLockClient.builder());
         if (properties.replicaAcknowledgement().replicas() > 0) {
             builder.replicaAcknowledgement(properties.replicaAcknowledgement().replicas(),
@@ -91,7 +91,33 @@ public class FencedLockAutoConfiguration {
             builder.commandTimeout(properties.commandTimeout());
         }
         observer.ifAvailable(builder::observer);
+        applyHolderLabel(builder, properties, environment);
         return builder.build();
+    }
+
+    /**
+     * The holder label: none with {@code fenced.holder-label-enabled=false}, else {@code fenced.holder-label}, else
+     * {@code spring.application.name@host (pid N)}.
+     *
+     * @param builder the client's builder
+     * @param properties the Fenced properties
+     * @param environment the environment, for {@code spring.application.name}
+     * @throws IllegalArgumentException for a label the builder refuses (too long, control characters)
+     */
+    static void applyHolderLabel(FencedLockClientBuilder builder, FencedProperties properties, Environment environment) {
+        if (!properties.holderLabelEnabled()) {
+            builder.noHolderLabel();
+            return;
+        }
+        String label = properties.holderLabel();
+        if (label == null || label.isBlank()) {
+            label = FencedLockClientBuilder.defaultHolderLabel(environment.getProperty("spring.application.name"));
+        }
+        try {
+            builder.holderLabel(label);
+        } catch (IllegalArgumentException e) {
+            throw new IllegalArgumentException("fenced.holder-label: " + e.getMessage(), e);
+        }
     }
 
     /**
@@ -254,7 +280,7 @@ public class FencedLockAutoConfiguration {
         }
     }
 
-    /** With Actuator present: the {@code fenced} endpoint that lists held leases. */
+    /** With Actuator present: the {@code fenced} endpoint that lists held leases, and the {@code fencedlocks} fleet view. */
     @Configuration(proxyBeanMethods = false)
     @ConditionalOnClass(name = "org.springframework.boot.actuate.autoconfigure.endpoint.condition.ConditionalOnAvailableEndpoint")
     static class EndpointConfiguration {
@@ -270,6 +296,20 @@ public class FencedLockAutoConfiguration {
         @ConditionalOnAvailableEndpoint
         FencedLeasesEndpoint fencedLeasesEndpoint(FencedLockClient client) {
             return new FencedLeasesEndpoint(HeldLeaseLists.of(client));
+        }
+
+        /**
+         * The fleet-view endpoint {@code fencedlocks}, when it is exposed: read-only unless
+         * {@code management.endpoint.fencedlocks.access=unrestricted}.
+         *
+         * @param client the lock client
+         * @return the endpoint
+         */
+        @Bean
+        @ConditionalOnMissingBean
+        @ConditionalOnAvailableEndpoint
+        FencedLocksEndpoint fencedLocksEndpoint(FencedLockClient client) {
+            return new FencedLocksEndpoint(client);
         }
     }
 }

@@ -23,6 +23,11 @@ import org.springframework.boot.context.properties.bind.DefaultValue;
  *     Sentinel)
  * @param clusterNodes nodes of a Redis Cluster ({@code host:port} or {@code redis://host:port})
  * @param keyPrefix the prefix of every key the client uses; clients that must exclude each other share it
+ * @param holderLabel the holder label stored with every grant, shown by the fleet view of every instance (the
+ *     {@code fencedlocks} endpoint): at most 200 characters, no control characters; absent means
+ *     {@code spring.application.name@host (pid N)}
+ * @param holderLabelEnabled whether grants store a holder label at all (one write per grant, none per renewal);
+ *     default {@code true}
  * @param leaseTime the default lease time
  * @param renewalPeriod how often held leases are renewed; absent means a third of the lease time
  * @param maxWait how long an acquire waits for a held lock
@@ -30,23 +35,36 @@ import org.springframework.boot.context.properties.bind.DefaultValue;
  * @param commandTimeout how long one lock command may take; absent means the library's default (a third of the
  *     lease time, at most 5 s). {@code spring.data.redis.timeout} is not used: it is chosen for the application's
  *     own commands, and a lock command must time out well within the lease
+ * @param jobs settings of {@link FencedScheduled} jobs, under {@code fenced.jobs}
  */
 @ConfigurationProperties(prefix = "fenced")
 public record FencedProperties(
         @Nullable String redisUri,
         @Nullable String keyPrefix,
+        @Nullable String holderLabel,
+        @DefaultValue("true") boolean holderLabelEnabled,
         @Nullable Duration leaseTime,
         @Nullable Duration renewalPeriod,
         @Nullable Duration maxWait,
         @Nullable List<String> clusterNodes,
         @DefaultValue ReplicaAcknowledgement replicaAcknowledgement,
-        @Nullable Duration commandTimeout) {
+        @Nullable Duration commandTimeout,
+        @DefaultValue Jobs jobs) {
 
     /** Fills in the library's defaults (FencedLockClientBuilder's), so that there is one place for them. */
     public FencedProperties {
         keyPrefix = keyPrefix != null ? keyPrefix : FencedLockClientBuilder.DEFAULT_KEY_PREFIX;
         leaseTime = leaseTime != null ? leaseTime : FencedLockClientBuilder.DEFAULT_LEASE_TIME;
         maxWait = maxWait != null ? maxWait : FencedLockClientBuilder.DEFAULT_MAX_WAIT;
+    }
+
+    /**
+     * Settings of {@link FencedScheduled} jobs, under {@code fenced.jobs}.
+     *
+     * @param namePrefix prepended to the name of every {@code @FencedScheduled} job to make its lock name (for
+     *     example {@code "job:"}); empty by default
+     */
+    public record Jobs(@DefaultValue("") String namePrefix) {
     }
 
     /**

@@ -71,4 +71,33 @@ class FencedLockAutoConfigurationIT {
             assertThat(health.getStatus()).isEqualTo(Status.DOWN);
         });
     }
+
+    @Test
+    void theHolderLabelDefaultsToTheApplicationNameHostAndPidAndCanBeSetOrSwitchedOff(RedisServer redis) {
+        String prefix = "starter-label-" + UUID.randomUUID() + ":";
+        String pid = "(pid " + ProcessHandle.current().pid() + ")";
+        ApplicationContextRunner onRedis = runner.withPropertyValues("fenced.redis-uri=" + redis.uri(),
+                "fenced.key-prefix=" + prefix, "management.endpoints.web.exposure.include=fencedlocks");
+        onRedis.withPropertyValues("spring.application.name=orders").run(context -> {
+            FencedLockClient locks = context.getBean(FencedLockClient.class);
+            FencedLease lease = locks.acquire("by-default").block(Duration.ofSeconds(10));
+            FencedLocksEndpoint.Lock lock = context.getBean(FencedLocksEndpoint.class).lock("by-default")
+                    .block(Duration.ofSeconds(10));
+            assertThat(lock.token()).isEqualTo(lease.token());
+            assertThat(lock.holderLabel()).startsWith("orders@").endsWith(" " + pid);
+        });
+        onRedis.withPropertyValues("fenced.holder-label=orders blue/green slot 2").run(context -> {
+            context.getBean(FencedLockClient.class).acquire("set").block(Duration.ofSeconds(10));
+            assertThat(context.getBean(FencedLocksEndpoint.class).lock("set").block(Duration.ofSeconds(10)).holderLabel())
+                    .isEqualTo("orders blue/green slot 2");
+        });
+        onRedis.withPropertyValues("fenced.holder-label-enabled=false").run(context -> {
+            context.getBean(FencedLockClient.class).acquire("off").block(Duration.ofSeconds(10));
+            assertThat(context.getBean(FencedLocksEndpoint.class).lock("off").block(Duration.ofSeconds(10)).holderLabel())
+                    .isNull();
+        });
+        onRedis.withPropertyValues("fenced.holder-label=" + "x".repeat(201)).run(context -> assertThat(context)
+                .hasFailed().getFailure().rootCause()
+                .hasMessage("holderLabel must be at most 200 characters, was 201"));
+    }
 }

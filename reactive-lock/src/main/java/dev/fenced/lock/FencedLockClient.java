@@ -141,7 +141,8 @@ public interface FencedLockClient extends AutoCloseable {
      *   <li>the lease was lost: the job is cancelled; {@link JobOutcome.Status#LOST}, or
      *       {@link JobOutcome.Status#CUT_OFF} when lockAtMostFor was reached (the lock is released there);</li>
      *   <li>the lock is held: {@link JobOutcome.Status#SKIPPED}; the lock service could not be reached or the client
-     *       is closed: {@link JobOutcome.Status#UNAVAILABLE}, logged at WARN with the reason.</li>
+     *       is closed: {@link JobOutcome.Status#UNAVAILABLE}, logged with the reason (at WARN; at DEBUG for a closed
+     *       client, as during shutdown).</li>
      * </ul>
      * The returned Mono never errors (only a {@code null} argument is an error), so a schedule built on it keeps
      * running. Cancelling it cancels the job and releases the lease at once (no lockAtLeastFor tail: the job did

@@ -61,6 +61,8 @@ final class HeldLease implements FencedLease {
     boolean capped;
     long capAt;
     boolean capLimited;
+    // Tasks that wait for the renewal in flight to end (Renewer.settled, moveCap); confined to the worker.
+    java.util.@Nullable List<Runnable> whenSettled;
 
     HeldLease(LeaseRuntime runtime, Renewer renewer, LeaseRegistry registry, Handoffs handoffs, String name, String owner,
             long token, long leaseNanos, long renewEveryNanos, long deadline, long renewAt, long grantedAt) {
@@ -185,9 +187,8 @@ final class HeldLease implements FencedLease {
         }
         if (s == State.HELD || s == State.RELEASING) {
             renewer.forget(this);
-            long tailNanos = keepNanos == 0 ? 0 : grantedAt + keepNanos - runtime.now();
-            if (tailNanos > 0) {
-                return leaveToExpire(tailNanos);
+            if (keepNanos > 0 && grantedAt + keepNanos - runtime.now() > 0) {
+                return leaveToExpire(grantedAt + keepNanos);
             }
             // A waiter of this client takes the lock over in the same store call, or the lock is released to all.
             Mono<Boolean> handedOff = handoffs.handOff(this);
@@ -217,11 +218,32 @@ final class HeldLease implements FencedLease {
     }
 
     /**
-     * The tail of {@link #releaseNoSoonerThan}: one owner-checked renewal for the rest of the time (rounded up, so
-     * never short), which sets the lock's expiry in the service; the renewer has already forgotten the lease, so
-     * nothing renews it again. No hand-off and no notification: the lock stays taken until it expires.
+     * The tail of {@link #releaseNoSoonerThan}: once no renewal is in flight, one owner-checked renewal for the rest
+     * of the time (rounded up, so never short), which sets the lock's expiry in the service; the renewer has already
+     * forgotten the lease, so nothing renews it again. No hand-off and no notification: the lock stays taken until it
+     * expires. If the time ran out meanwhile, a plain release.
      */
-    private Mono<ReleaseOutcome> leaveToExpire(long tailNanos) {
+    private Mono<ReleaseOutcome> leaveToExpire(long keepUntil) {
+        // After any renewal in flight, so that none sent earlier can land later and extend the lock again.
+        return renewer.settled(this).then(Mono.defer(() -> {
+            long tailNanos = keepUntil - runtime.now();
+            if (tailNanos <= 0) {
+                return releaseInStore().map(deleted -> {
+                    if (deleted) {
+                        state.set(State.RELEASED);
+                        registry.settled(this);
+                        lost.tryEmitEmpty();
+                        return ReleaseOutcome.RELEASED;
+                    }
+                    markLost(LossReason.NOT_HELD, State.RELEASING, null, Signal.SCHEDULED);
+                    return ReleaseOutcome.NOT_HELD;
+                });
+            }
+            return setLastExpiry(tailNanos);
+        }));
+    }
+
+    private Mono<ReleaseOutcome> setLastExpiry(long tailNanos) {
         long millis = Math.max(1, (tailNanos + 999_999) / 1_000_000);
         return runtime.inFlight().track(runtime.store().renew(List.of(new LeaseStore.RenewRequest(name, owner, token, millis))))
                 .map(held -> {

@@ -177,7 +177,13 @@ public final class JobRunner {
             case LOST -> log.warn("Job '{}' was cancelled after {}: {}", outcome.job(), outcome.duration(), outcome.reason());
             case CUT_OFF -> log.warn("Job '{}' ran for its lockAtMostFor and was cancelled after {}: {}", outcome.job(),
                     outcome.duration(), outcome.reason());
-            case UNAVAILABLE -> log.warn("Job '{}' skipped this tick: {}", outcome.job(), outcome.reason());
+            case UNAVAILABLE -> {
+                if (outcome.error().orElse(null) instanceof dev.fenced.lock.LockClientClosedException) {
+                    log.debug("Job '{}' skipped this tick: {}", outcome.job(), outcome.reason()); // shutting down
+                } else {
+                    log.warn("Job '{}' skipped this tick: {}", outcome.job(), outcome.reason());
+                }
+            }
         }
         observation.ended(outcome);
         return outcome;

@@ -257,31 +257,102 @@ final class Renewer {
     }
 
     /**
-     * Moves the hold cap of a lease to {@code capNanos} from now ({@link HeldLease#resetMaxHold}): renews it at once
-     * for no more than the new cap, then, on the worker, puts the cap and the deadline in force. Emits whether the
-     * service still held the lease; a "not held" reply loses it.
+     * Moves the hold cap of a lease to {@code capNanos} from now ({@link HeldLease#resetMaxHold}): once no renewal of
+     * the lease is in flight, renews it at once for no more than the new cap, then puts the cap and the deadline in
+     * force, all on the worker, so that no renewal of the old cap can land after it. Emits whether the service still
+     * held the lease; a "not held" reply loses it. A failure leaves the old cap in force.
      */
     Mono<Boolean> moveCap(HeldLease lease, long capNanos) {
-        return Mono.defer(() -> {
-            if (!lease.isActive()) {
-                return Mono.just(false);
+        return Mono.<Boolean>create(sink -> {
+            boolean queued = onWorker(() -> whenSettled(lease, () -> {
+                if (!lease.isActive()) {
+                    sink.success(false);
+                    return;
+                }
+                lease.renewing = true; // the renewer leaves it alone until this renewal has ended
+                if (lease.heapSlot >= 0) {
+                    heap.update(lease, dueAt(lease));
+                }
+                long sentAt = runtime.now();
+                long millis = Math.min(lease.leaseMillis(), TimeUnit.NANOSECONDS.toMillis(capNanos));
+                LeaseStore.RenewRequest request = new LeaseStore.RenewRequest(lease.name(), lease.ownerId(), lease.token(), millis);
+                runtime.inFlight().track(runtime.store().renew(List.of(request))).subscribe(
+                        held -> run(() -> {
+                            lease.renewing = false;
+                            sink.success(capMoved(lease, sentAt, capNanos, millis, !held.isEmpty() && held.get(0)));
+                            runSettled(lease);
+                        }),
+                        error -> run(() -> {
+                            lease.renewing = false;
+                            if (lease.heapSlot >= 0) {
+                                heap.update(lease, dueAt(lease));
+                            }
+                            rearm();
+                            sink.error(error);
+                            runSettled(lease);
+                        }));
+            }));
+            if (!queued) {
+                sink.success(false);
             }
-            long sentAt = runtime.now();
-            long millis = Math.min(lease.leaseMillis(), TimeUnit.NANOSECONDS.toMillis(capNanos));
-            LeaseStore.RenewRequest request = new LeaseStore.RenewRequest(lease.name(), lease.ownerId(), lease.token(), millis);
-            return runtime.inFlight().track(runtime.store().renew(List.of(request)))
-                    .flatMap(held -> Mono.<Boolean>create(sink -> run(() ->
-                            sink.success(capMoved(lease, sentAt, capNanos, millis, !held.isEmpty() && held.get(0))))));
         });
+    }
+
+    /**
+     * Completes once no renewal of the lease is in flight (at once if none is), on the worker: a release that sets the
+     * lease's last expiry ({@link HeldLease#releaseNoSoonerThan}) waits for it, so that no renewal sent before can
+     * land after it and extend the lock again (on PostgreSQL each command may take its own connection).
+     */
+    Mono<Void> settled(HeldLease lease) {
+        return Mono.create(sink -> {
+            if (!onWorker(() -> whenSettled(lease, sink::success))) {
+                sink.success(); // the worker is gone: nothing renews any more
+            }
+        });
+    }
+
+    /** Runs the task on the worker now if no renewal of the lease is in flight, else once the renewal has ended. */
+    private static void whenSettled(HeldLease lease, Runnable task) {
+        if (!lease.renewing) {
+            task.run();
+            return;
+        }
+        List<Runnable> waiting = lease.whenSettled;
+        if (waiting == null) {
+            waiting = new ArrayList<>(1);
+            lease.whenSettled = waiting;
+        }
+        waiting.add(task);
+    }
+
+    /** The lease's renewal has ended: run what waited for it (which may start another). */
+    private static void runSettled(HeldLease lease) {
+        List<Runnable> waiting = lease.whenSettled;
+        if (waiting != null && !lease.renewing) {
+            lease.whenSettled = null;
+            waiting.forEach(Runnable::run);
+        }
+    }
+
+    /** Schedules a task on the worker; false if the scheduler refuses it. */
+    private boolean onWorker(Runnable task) {
+        try {
+            worker.schedule(task);
+            return true;
+        } catch (RejectedExecutionException e) {
+            return false;
+        }
     }
 
     private boolean capMoved(HeldLease lease, long sentAt, long capNanos, long millis, boolean held) {
         if (!lease.isActive()) {
+            heap.remove(lease);
             if (held && lease.loss() != null) {
                 // Lost meanwhile, yet the service extended it: free it.
                 runtime.inFlight().track(runtime.store().release(lease.name(), lease.ownerId(), lease.token()))
                         .subscribe(null, e -> { });
             }
+            rearm();
             return false;
         }
         if (!held) {
@@ -327,6 +398,9 @@ final class Renewer {
         if (extended > 0) {
             runtime.observer().leasesRenewed(extended);
         }
+        for (HeldLease lease : due) {
+            runSettled(lease);
+        }
         rearm();
     }
 
@@ -357,6 +431,9 @@ final class Renewer {
             log.warn("Renewal of {} lease(s) failed; retrying until their deadlines: {}", firstFailures, error.toString());
         } else {
             log.debug("Renewal retry of {} lease(s) failed: {}", due.size(), error.toString());
+        }
+        for (HeldLease lease : due) {
+            runSettled(lease);
         }
         rearm();
     }

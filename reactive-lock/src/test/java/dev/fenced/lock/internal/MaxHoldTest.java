@@ -132,6 +132,23 @@ class MaxHoldTest {
     }
 
     @Test
+    void resetMaxHoldWaitsForARenewalInFlightAndThenRulesTheLease() {
+        FencedLease lease = acquire(AcquireOptions.defaults().withMaxHold(Duration.ofMillis(3_500)));
+        memory.setReplyDelay(Duration.ofMillis(300));
+        elapse(1_100); // the renewal sent at 1 s asks for the last 2.5 s of the cap; answered at 1.3 s
+        assertThat(store.renewRequests).extracting(LeaseStore.RenewRequest::leaseMillis).containsExactly(2_500L);
+
+        CompletableFuture<Boolean> moved = lease.resetMaxHold(Duration.ofSeconds(5)).toFuture();
+        assertThat(store.renewRequests).as("not before the renewal in flight has ended").hasSize(1);
+        elapse(500);
+
+        assertThat(moved).isCompletedWithValue(true);
+        assertThat(store.renewRequests).extracting(LeaseStore.RenewRequest::leaseMillis).containsExactly(2_500L, 3_000L);
+        elapse(3_000);
+        assertThat(lease.isHeld()).as("the new cap (6.3 s) rules, not the old one (3.5 s)").isTrue();
+    }
+
+    @Test
     void resetMaxHoldCanMoveTheCapEarlierAndShortensTheLocksExpiry() {
         FencedLease lease = acquire(AcquireOptions.defaults().withMaxHold(Duration.ofSeconds(60)));
         elapse(500);

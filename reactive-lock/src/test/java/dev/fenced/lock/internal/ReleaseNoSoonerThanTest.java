@@ -75,6 +75,24 @@ class ReleaseNoSoonerThanTest {
     }
 
     @Test
+    void theTailWaitsForARenewalInFlightSoThatNoneLandsAfterIt() {
+        FencedLease lease = acquire();
+        memory.setReplyDelay(Duration.ofMillis(500));
+        elapse(1_100); // the renewal sent at 1 s is answered at 1.5 s
+        assertThat(store.renewRequests).hasSize(1);
+
+        CompletableFuture<ReleaseOutcome> outcome = lease.releaseNoSoonerThan(Duration.ofSeconds(10)).toFuture();
+        assertThat(store.renewRequests).as("not before the renewal in flight has ended").hasSize(1);
+
+        elapse(400);
+        assertThat(store.renewRequests).hasSize(2);
+        assertThat(store.renewRequests.get(1).leaseMillis()).as("the rest, counted when it is sent").isEqualTo(8_500L);
+        elapse(500);
+        assertThat(outcome).isCompletedWithValue(ReleaseOutcome.LEFT_TO_EXPIRE);
+        assertThat(memory.remainingTime(LOCK)).contains(Duration.ofSeconds(8));
+    }
+
+    @Test
     void aTailShorterThanTheCurrentExpiryShortensIt() {
         FencedLease lease = acquire();
         elapse(100);

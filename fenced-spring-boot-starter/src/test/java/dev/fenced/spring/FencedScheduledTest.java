@@ -1,0 +1,278 @@
+package dev.fenced.spring;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+
+import dev.fenced.lock.FencedLease;
+import dev.fenced.lock.test.FencedLockTestKit;
+import dev.fenced.lock.test.FencedLockTestKitConfiguration;
+import java.time.Duration;
+import java.util.List;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CopyOnWriteArrayList;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicInteger;
+import org.junit.jupiter.api.Test;
+import org.springframework.boot.autoconfigure.AutoConfigurations;
+import org.springframework.boot.test.context.runner.ApplicationContextRunner;
+import org.springframework.context.annotation.Bean;
+import org.springframework.context.annotation.Configuration;
+import org.springframework.scheduling.annotation.EnableScheduling;
+import org.springframework.scheduling.annotation.Scheduled;
+import reactor.core.publisher.Mono;
+import reactor.core.scheduler.Schedulers;
+import reactor.test.StepVerifier;
+
+/**
+ * {@link FencedScheduled} in a Spring context on the test kit's in-memory client: the start-up errors, placeholders
+ * and the name prefix, and calls through the proxy (the schedules themselves are a day away, so the test makes the
+ * calls).
+ */
+class FencedScheduledTest {
+
+    private final ApplicationContextRunner runner = new ApplicationContextRunner()
+            .withConfiguration(AutoConfigurations.of(FencedLockAutoConfiguration.class, FencedScheduledAutoConfiguration.class))
+            .withUserConfiguration(FencedLockTestKitConfiguration.class)
+            .withPropertyValues("fenced.redis-uri=");
+
+    @Configuration(proxyBeanMethods = false)
+    @EnableScheduling
+    static class Jobs {
+
+        @Bean
+        Tally tally() {
+            return new Tally();
+        }
+
+        @Bean
+        Reports reports(Tally tally) {
+            return new Reports(tally);
+        }
+    }
+
+    /** What the jobs did; a bean of its own, since the proxy of Reports has no state. */
+    static final class Tally {
+
+        final AtomicInteger reactiveRuns = new AtomicInteger();
+        final AtomicInteger plainRuns = new AtomicInteger();
+        final List<String> threads = new CopyOnWriteArrayList<>();
+        final List<Long> tokens = new CopyOnWriteArrayList<>();
+        volatile CountDownLatch plainMayEnd = new CountDownLatch(0);
+        volatile CountDownLatch plainStarted = new CountDownLatch(1);
+    }
+
+    static class Reports {
+
+        private final Tally tally;
+
+        Reports(Tally tally) {
+            this.tally = tally;
+        }
+
+        @Scheduled(fixedDelay = 1, timeUnit = TimeUnit.DAYS, initialDelay = 1)
+        @FencedScheduled(name = "${report.name:reactive}", lockAtMostFor = "${report.at-most:10s}", lockAtLeastFor = "2s")
+        Mono<Void> reactive() {
+            return FencedLease.current().doOnNext(lease -> tally.tokens.add(lease.token()))
+                    .then(Mono.fromRunnable(tally.reactiveRuns::incrementAndGet));
+        }
+
+        @Scheduled(fixedDelay = 1, timeUnit = TimeUnit.DAYS, initialDelay = 1)
+        @FencedScheduled(name = "plain", lockAtMostFor = "10s")
+        void plain() throws InterruptedException {
+            tally.threads.add(Thread.currentThread().getName());
+            tally.plainRuns.incrementAndGet();
+            tally.plainStarted.countDown();
+            tally.plainMayEnd.await();
+        }
+
+        @Scheduled(fixedDelay = 1, timeUnit = TimeUnit.DAYS, initialDelay = 1)
+        @FencedScheduled(name = "failing", lockAtMostFor = "10s")
+        void failing() {
+            throw new IllegalStateException("report failed");
+        }
+    }
+
+    @Test
+    void aReactiveMethodRunsUnderTheLockNamedWithThePrefixAndKeepsItAtLeastFor() {
+        runner.withUserConfiguration(Jobs.class)
+                .withPropertyValues("fenced.jobs.name-prefix=job:", "report.name=daily")
+                .run(context -> {
+                    assertThat(context).hasNotFailed();
+                    Reports reports = context.getBean(Reports.class);
+                    Tally tally = context.getBean(Tally.class);
+                    FencedLockTestKit kit = context.getBean(FencedLockTestKit.class);
+                    Mono<Void> ticks = reports.reactive();
+
+                    StepVerifier.create(ticks).expectComplete().verify(Duration.ofSeconds(10));
+                    StepVerifier.create(ticks).expectComplete().verify(Duration.ofSeconds(10));
+
+                    assertThat(tally.reactiveRuns).as("the second tick is skipped during lockAtLeastFor").hasValue(1);
+                    assertThat(kit.issuedTokens("job:daily")).containsExactlyElementsOf(tally.tokens);
+                    assertThat(kit.holder("job:daily")).as("kept at least 2 s").isPresent();
+                });
+    }
+
+    @Test
+    void aPlainMethodRunsOffTheCallingThreadAndAnOverlappingCallIsSkipped() {
+        runner.withUserConfiguration(Jobs.class).run(context -> {
+            Reports reports = context.getBean(Reports.class);
+            Tally tally = context.getBean(Tally.class);
+            tally.plainMayEnd = new CountDownLatch(1);
+            CompletableFuture<Void> first = CompletableFuture.runAsync(() -> {
+                try {
+                    reports.plain();
+                } catch (InterruptedException e) {
+                    throw new IllegalStateException(e);
+                }
+            });
+            assertThat(tally.plainStarted.await(10, TimeUnit.SECONDS)).isTrue();
+
+            reports.plain(); // skipped at once: the first call still runs
+
+            tally.plainMayEnd.countDown();
+            first.get(10, TimeUnit.SECONDS);
+            assertThat(tally.plainRuns).hasValue(1);
+            assertThat(tally.threads).singleElement().asString().startsWith("boundedElastic-");
+            reports.plain();
+            assertThat(tally.plainRuns).as("runs again once the first has released").hasValue(2);
+        });
+    }
+
+    @Test
+    void aFailingPlainMethodPropagatesItsErrorAndReleasesTheLock() {
+        runner.withUserConfiguration(Jobs.class).run(context -> {
+            Reports reports = context.getBean(Reports.class);
+            assertThatThrownBy(reports::failing).isInstanceOf(IllegalStateException.class).hasMessage("report failed");
+            assertThat(context.getBean(FencedLockTestKit.class).holder("failing")).isEmpty();
+        });
+    }
+
+    @Test
+    void aPlainMethodCalledOnANonBlockingThreadFailsAtOnce() {
+        runner.withUserConfiguration(Jobs.class).run(context -> {
+            Reports reports = context.getBean(Reports.class);
+            Tally tally = context.getBean(Tally.class);
+            java.util.concurrent.atomic.AtomicReference<Throwable> error = new java.util.concurrent.atomic.AtomicReference<>();
+            Mono.fromRunnable(() -> {
+                        try {
+                            reports.plain();
+                        } catch (Throwable e) {
+                            error.set(e);
+                        }
+                    })
+                    .subscribeOn(Schedulers.parallel())
+                    .block(Duration.ofSeconds(10));
+            assertThat(error.get()).isInstanceOf(IllegalStateException.class).hasMessageStartingWith("@FencedScheduled "
+                    + "method reports.plain blocks until its job ends, but was called on a non-blocking thread (parallel-");
+            assertThat(tally.plainRuns).hasValue(0);
+        });
+    }
+
+    @Configuration(proxyBeanMethods = false)
+    @EnableScheduling
+    static class NotScheduled {
+        @Bean
+        Object notScheduled() {
+            return new Object() {
+                @FencedScheduled(name = "x", lockAtMostFor = "10s")
+                public void run() {
+                }
+            };
+        }
+    }
+
+    static class AtLeastLonger {
+        @Scheduled(fixedDelay = 1, timeUnit = TimeUnit.DAYS, initialDelay = 1)
+        @FencedScheduled(name = "x", lockAtMostFor = "10s", lockAtLeastFor = "1m")
+        void run() {
+        }
+    }
+
+    static class BlankName {
+        @Scheduled(fixedDelay = 1, timeUnit = TimeUnit.DAYS, initialDelay = 1)
+        @FencedScheduled(name = "${blank:}", lockAtMostFor = "10s")
+        void run() {
+        }
+    }
+
+    static class BadName {
+        @Scheduled(fixedDelay = 1, timeUnit = TimeUnit.DAYS, initialDelay = 1)
+        @FencedScheduled(name = "a{b}", lockAtMostFor = "10s")
+        void run() {
+        }
+    }
+
+    static class BadDuration {
+        @Scheduled(fixedDelay = 1, timeUnit = TimeUnit.DAYS, initialDelay = 1)
+        @FencedScheduled(name = "x", lockAtMostFor = "ten seconds")
+        void run() {
+        }
+    }
+
+    private void failsToStart(Class<?> job, String message) {
+        runner.withUserConfiguration(SchedulingOnly.class).withBean("job", job).run(context -> {
+            assertThat(context).hasFailed();
+            Throwable failure = context.getStartupFailure();
+            while (failure != null && !(failure instanceof FencedScheduledException)) {
+                failure = failure.getCause();
+            }
+            assertThat(failure).isInstanceOf(FencedScheduledException.class).hasMessage(message);
+            assertThat(((FencedScheduledException) failure).beanName()).isEqualTo("job");
+            assertThat(((FencedScheduledException) failure).method()).isEqualTo(job.getSimpleName() + ".run()");
+        });
+    }
+
+    @Configuration(proxyBeanMethods = false)
+    @EnableScheduling
+    static class SchedulingOnly {
+    }
+
+    @Test
+    void lockAtLeastForLongerThanLockAtMostForStopsTheStartUp() {
+        failsToStart(AtLeastLonger.class, "@FencedScheduled method AtLeastLonger.run() of bean 'job': lockAtLeastFor (PT1M) "
+                + "must not be longer than lockAtMostFor (PT10S)");
+    }
+
+    @Test
+    void aBlankNameStopsTheStartUp() {
+        failsToStart(BlankName.class, "@FencedScheduled method BlankName.run() of bean 'job': name must not be blank");
+    }
+
+    @Test
+    void aNameTheLockRefusesStopsTheStartUp() {
+        failsToStart(BadName.class, "@FencedScheduled method BadName.run() of bean 'job': Lock name must not contain "
+                + "braces, was 'a{b}'");
+    }
+
+    @Test
+    void aDurationThatDoesNotParseStopsTheStartUp() {
+        failsToStart(BadDuration.class, "@FencedScheduled method BadDuration.run() of bean 'job': lockAtMostFor 'ten seconds' "
+                + "is not a duration (use a Spring Boot duration such as 30s, 5m or PT5M)");
+    }
+
+    @Test
+    void aMethodThatIsNotScheduledStopsTheStartUp() {
+        runner.withUserConfiguration(NotScheduled.class).run(context -> {
+            assertThat(context).hasFailed();
+            assertThat(context.getStartupFailure()).rootCause().isInstanceOf(FencedScheduledException.class)
+                    .hasMessageContaining("of bean 'notScheduled': it is not @Scheduled, so nothing runs it as a job; add "
+                            + "@Scheduled (and @EnableScheduling)");
+        });
+    }
+
+    @Test
+    void withoutSchedulingNothingIsProxied() {
+        runner.withBean("job", AtLeastLonger.class).run(context -> {
+            assertThat(context).hasNotFailed().doesNotHaveBean(FencedScheduledPostProcessor.class);
+        });
+    }
+
+    @Test
+    void theNamePrefixIsInTheConfigurationMetadata() throws Exception {
+        try (var in = getClass().getResourceAsStream("/META-INF/spring-configuration-metadata.json")) {
+            assertThat(in).isNotNull();
+            assertThat(new String(in.readAllBytes(), java.nio.charset.StandardCharsets.UTF_8)).contains("\"fenced.jobs.name-prefix\"");
+        }
+    }
+}
