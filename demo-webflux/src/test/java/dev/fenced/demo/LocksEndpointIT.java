@@ -43,6 +43,13 @@ final class LocksEndpointIT extends DemoTestSupport {
             assertThat(row.holderLabel()).isNotBlank();
             assertThat(row.waiters()).isZero();
             assertThat(row.stalled()).isFalse();
+            // The starter's read-only Actuator endpoint shows the same lock.
+            client().get().uri("/actuator/fencedlocks?pattern={name}", name).exchange()
+                    .expectStatus().isOk()
+                    .expectBody()
+                    .jsonPath("$.locks[0].name").isEqualTo(name)
+                    .jsonPath("$.locks[0].token").isEqualTo(lease.token())
+                    .jsonPath("$.locks[0].holderLabel").isEqualTo(row.holderLabel());
         } finally {
             lease.release().block(Duration.ofSeconds(10));
         }
