@@ -163,11 +163,16 @@
     demo.signal('tick', e);
   }
 
+  // A browser that streams waits on the request until the paused instance's late write was answered (the answer
+  // carries the events from the pause on); an engine that runs one request at a time (HtmlUnit) only arms the pause.
   function stall() {
     var status = document.getElementById('stall-status');
-    request('POST', 'jobs/stall').then(function () {
-      status.textContent = 'The instance that runs the next tick pauses right after taking the lock.';
-      demo.signal('stall-armed', lastSeq);
+    status.textContent = 'The instance that runs the next tick pauses right after taking the lock…';
+    demo.signal('stall-armed', lastSeq);  // every event of this pause comes after this one
+    request('POST', demo.streaming ? 'jobs/stall?wait=true' : 'jobs/stall').then(function (answer) {
+      (answer.events || []).forEach(addTick);
+      var refused = (answer.events || []).some(function (e) { return e.kind === 'write-refused'; });
+      if (refused) { status.textContent = 'The paused instance\'s late write was refused by PostgreSQL.'; }
     }, function (error) {
       status.textContent = error.status === 409 ? 'An instance is paused already; wait until it resumes.'
         : 'Could not stall: ' + error.status;

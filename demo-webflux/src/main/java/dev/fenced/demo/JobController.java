@@ -35,13 +35,17 @@ class JobController {
         return jobs.liveEventsAfter(after);
     }
 
-    /** Pauses the instance that runs the next tick; 409 while a pause is waiting or running. */
+    /**
+     * Pauses the instance that runs the next tick: 200 {@code {"armed":true,"events":[]}} at once, or with
+     * {@code wait=true} once the paused instance's late write was answered, with the events from the pause on; 409
+     * while a pause is waiting or running.
+     */
     @PostMapping("/jobs/stall")
-    ResponseEntity<Map<String, Object>> stall() {
-        return jobs.stallNextTick()
-                ? ResponseEntity.ok(Map.of("armed", true))
-                : ResponseEntity.status(HttpStatus.CONFLICT).body(Map.of("armed", false,
-                        "detail", "an instance is already paused, or about to be"));
+    Mono<ResponseEntity<Map<String, Object>>> stall(@RequestParam(defaultValue = "false") boolean wait) {
+        return jobs.stallNextTick(wait)
+                .map(events -> ResponseEntity.ok(Map.<String, Object>of("armed", true, "events", events)))
+                .defaultIfEmpty(ResponseEntity.status(HttpStatus.CONFLICT).body(Map.of("armed", false,
+                        "detail", "an instance is already paused, or about to be")));
     }
 
     /** Plays three scripted ticks with a pause past lockAtMostFor on a fresh job; see {@link JobService#replay()}. */

@@ -91,6 +91,15 @@ final class JobInstance {
         return true;
     }
 
+    /** As {@link #resume()}, only if it is still the pause made at {@code tick} (not a later one). */
+    boolean resumePauseOf(int tick) {
+        if (tick == NOT_PAUSED || !pausedAtTick.compareAndSet(tick, NOT_PAUSED)) {
+            return false;
+        }
+        services.resume();
+        return true;
+    }
+
     /** Resumes it, closes its lock client (releasing what it holds) and its relays. */
     Mono<Void> close() {
         return Mono.defer(() -> {

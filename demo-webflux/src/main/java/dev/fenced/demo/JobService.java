@@ -18,7 +18,6 @@ import java.util.ArrayList;
 import java.util.List;
 import java.util.Locale;
 import java.util.concurrent.TimeUnit;
-import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicLong;
 import org.jspecify.annotations.Nullable;
 import org.slf4j.Logger;
@@ -41,7 +40,7 @@ import reactor.core.publisher.Sinks;
  * instances; {@link FencedLockClient#runJob} runs it on the one that gets the lock and skips it on the other. The
  * job writes one row with a fenced upsert carrying its token ({@link JobReports}).
  *
- * <p>{@link #stallNextTick()} pauses the instance that runs the next tick right after it took the lock, before its
+ * <p>{@link #stallNextTick(boolean)} pauses the instance that runs the next tick right after it took the lock, before its
  * write reaches PostgreSQL (its connections stop moving, as in the scenario). Its lock is cut off at lockAtMostFor
  * ({@code CUT_OFF}: the job is cancelled, but its write is already on the wire, out of the client's reach); the
  * other instance runs the next tick with a higher token and writes; then the paused instance resumes, and its late
@@ -122,12 +121,26 @@ class JobService implements DisposableBean {
         return live.after(seq);
     }
 
-    /** Pauses the instance that runs the live job's next tick; false if a pause is already waiting or running. */
-    boolean stallNextTick() {
+    /**
+     * Pauses the instance that runs the live job's next tick. Emits the events from then on once the paused
+     * instance's write was answered (refused, normally) when {@code wait}, else at once (none); empty if a pause is
+     * already waiting or running.
+     */
+    Mono<List<JobEvent>> stallNextTick(boolean wait) {
         if (liveInstances.stream().anyMatch(JobInstance::paused)) {
-            return false;
+            return Mono.empty();
         }
-        return live.stallNext.compareAndSet(false, true);
+        long from = live.lastSeq();
+        Sinks.One<Long> write = live.arm();
+        if (write == null) {
+            return Mono.empty();
+        }
+        if (!wait) {
+            return Mono.just(List.of());
+        }
+        return write.asMono().onErrorResume(e -> Mono.just(0L))
+                .timeout(period.multipliedBy(10))
+                .then(Mono.fromSupplier(() -> live.after(from)));
     }
 
     private Mono<Void> tickAll(List<JobInstance> instances, int tick) {
@@ -155,7 +168,7 @@ class JobService implements DisposableBean {
         String name = run.job.name();
         Mono<JobOutcome[]> tick1 = firstThenSecond(run, one, two, 1);
         Mono<JobOutcome[]> tick2 = Mono.defer(() -> {
-            run.stallNext.set(true);
+            run.arm();
             return firstThenSecond(run, one, two, 2);
         });
         Mono<JobOutcome> tick3 = Mono.defer(() -> {
@@ -168,7 +181,7 @@ class JobService implements DisposableBean {
                         second[0], third}))
                 .flatMap(outcomes -> {
                     resume(run, one, "instance 2 has written tick 3");
-                    return run.stalledWrite.asMono().onErrorResume(e -> Mono.just(0L))
+                    return run.stalledWrite().asMono().onErrorResume(e -> Mono.just(0L))
                             .timeout(WAIT_BOUND)
                             .then(reports.find(name))
                             .map(row -> {
@@ -214,11 +227,9 @@ class JobService implements DisposableBean {
                 .flatMap(lease -> {
                     run.add(tick, instance, "started", lease.token(), "ok", instance.label() + " got the lock with "
                             + "fencing token " + lease.token() + " and runs tick " + tick);
-                    boolean stall = run.stallNext.compareAndSet(true, false);
-                    Sinks.One<Long> written = Sinks.one();
-                    if (stall) {
-                        run.stalledWrite = written;
-                    }
+                    Sinks.One<Long> stalledWrite = run.takeStall();
+                    boolean stall = stalledWrite != null;
+                    Sinks.One<Long> written = stall ? stalledWrite : Sinks.<Long>one();
                     Mono.usingWhen(instance.services().database().create(), connection -> {
                                 if (stall) {
                                     pause(run, instance, tick);
@@ -259,7 +270,11 @@ class JobService implements DisposableBean {
                 + "connections to Redis and PostgreSQL stop moving, and its report write waits on the wire");
         if (run.resumeAfterNextWrite) {
             // Should the other instance not run, the pause still ends.
-            Mono.delay(period.multipliedBy(4)).subscribe(x -> resume(run, instance, "the pause ran out"));
+            Mono.delay(period.multipliedBy(4)).subscribe(x -> {
+                if (instance.resumePauseOf(tick)) {
+                    run.add(tick, instance, "resumed", null, "info", instance.label() + " resumes (the pause ran out)");
+                }
+            });
         }
     }
 
@@ -318,9 +333,10 @@ class JobService implements DisposableBean {
 
         final FencedJob job;
         final boolean resumeAfterNextWrite;
-        final AtomicBoolean stallNext = new AtomicBoolean();
         final Sinks.Many<JobEvent> events;
-        volatile Sinks.One<Long> stalledWrite = Sinks.one();
+        // The answer to the paused instance's write; set when a pause is armed.
+        private Sinks.One<Long> stalledWrite = Sinks.one();
+        private boolean stallNext;
         private final int kept;
         private final ArrayDeque<JobEvent> recent = new ArrayDeque<>();
         private long seq;
@@ -341,6 +357,33 @@ class JobService implements DisposableBean {
                 recent.removeFirst();
             }
             events.tryEmitNext(event);
+        }
+
+        /** Arms a pause for the next tick's runner; the sink answers its write. Null if one is armed already. */
+        synchronized Sinks.@Nullable One<Long> arm() {
+            if (stallNext) {
+                return null;
+            }
+            stallNext = true;
+            stalledWrite = Sinks.one();
+            return stalledWrite;
+        }
+
+        /** Takes the armed pause, if any: the sink its write answers. */
+        synchronized Sinks.@Nullable One<Long> takeStall() {
+            if (!stallNext) {
+                return null;
+            }
+            stallNext = false;
+            return stalledWrite;
+        }
+
+        synchronized Sinks.One<Long> stalledWrite() {
+            return stalledWrite;
+        }
+
+        synchronized long lastSeq() {
+            return seq;
         }
 
         synchronized List<JobEvent> after(long seq) {

@@ -113,6 +113,26 @@ final class JobEndpointIT extends DemoTestSupport {
                 && isOutcome(e.kind()) && e.seq() < next.seq()).isEmpty();
     }
 
+    @Test
+    void stallThatWaitsAnswersWithTheEventsUpToTheRefusedLateWrite() {
+        JobStall stall = client().post().uri("/jobs/stall?wait=true").exchange()
+                .expectStatus().isOk()
+                .expectBody(JobStall.class).returnResult().getResponseBody();
+
+        assertThat(stall).isNotNull();
+        assertThat(stall.armed()).isTrue();
+        JobEvent paused = only(stall.events(), e -> e.kind().equals("paused"));
+        JobEvent refused = only(stall.events(), e -> e.kind().equals("write-refused"));
+        assertThat(refused.instance()).isEqualTo(paused.instance());
+        assertThat(stall.events()).extracting(JobEvent::seq).isSorted();
+        assertThat(stall.events()).filteredOn(e -> e.kind().equals("write-accepted") && e.seq() > paused.seq())
+                .extracting(JobEvent::instance).isNotEmpty().doesNotContain(paused.instance());
+    }
+
+    /** The answer of {@code POST /jobs/stall}. */
+    record JobStall(boolean armed, List<JobEvent> events) {
+    }
+
     private static boolean isOutcome(String kind) {
         return List.of("ran", "skipped", "failed", "lost", "cut-off", "unavailable").contains(kind);
     }
