@@ -165,13 +165,14 @@
 
   // A browser that streams waits on the request until the paused instance's late write was answered (the answer
   // carries the events from the pause on); an engine that runs one request at a time (HtmlUnit) only arms the pause.
+  // Either way the answer says after which event the pause was armed.
   function stall() {
     var status = document.getElementById('stall-status');
     status.textContent = 'The instance that runs the next tick pauses right after taking the lock…';
-    demo.signal('stall-armed', lastSeq);  // every event of this pause comes after this one
     request('POST', demo.streaming ? 'jobs/stall?wait=true' : 'jobs/stall').then(function (answer) {
-      (answer.events || []).forEach(addTick);
-      var refused = (answer.events || []).some(function (e) { return e.kind === 'write-refused'; });
+      demo.signal('stall-armed', answer.after);
+      answer.events.forEach(addTick);
+      var refused = answer.events.some(function (e) { return e.kind === 'write-refused'; });
       if (refused) { status.textContent = 'The paused instance\'s late write was refused by PostgreSQL.'; }
     }, function (error) {
       status.textContent = error.status === 409 ? 'An instance is paused already; wait until it resumes.'
@@ -203,17 +204,23 @@
       demo.on('stuck-done', function () { finish('done'); });
       demo.on('stuck-failed', function () { finish('failed'); });
     } else if (play === 'job') {
+      // Clicks once a tick ran, then ends at the refusal of a write numbered after the pause was armed (the
+      // recent events the page receives first may hold an earlier story's refusal).
+      var clicked = false;
       var armedAfter = null;
+      var refusedSeqs = [];
+      var finishIfRefused = function () {
+        if (armedAfter !== null && refusedSeqs.some(function (seq) { return seq > armedAfter; })) { finish('done'); }
+      };
       demo.on('tick', function (e) {
-        if (armedAfter === null && e.kind === 'ran') {
-          armedAfter = -1;
+        if (e.kind === 'write-refused') { refusedSeqs.push(e.seq); finishIfRefused(); }
+        if (!clicked && e.kind === 'ran') {
+          clicked = true;
           document.getElementById('stall').click();
-        } else if (armedAfter !== null && armedAfter >= 0 && e.seq > armedAfter && e.kind === 'write-refused') {
-          finish('done');
         }
       });
-      demo.on('stall-armed', function (seq) { armedAfter = seq; });
-      demo.on('stall-refused', function () { armedAfter = null; });  // try again at the next tick
+      demo.on('stall-armed', function (after) { armedAfter = after; finishIfRefused(); });
+      demo.on('stall-refused', function () { clicked = false; });  // try again at the next tick
     }
   }
 

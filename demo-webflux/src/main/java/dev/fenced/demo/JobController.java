@@ -1,7 +1,6 @@
 package dev.fenced.demo;
 
 import java.util.List;
-import java.util.Map;
 import org.springframework.http.HttpStatus;
 import org.springframework.http.MediaType;
 import org.springframework.http.ResponseEntity;
@@ -36,16 +35,15 @@ class JobController {
     }
 
     /**
-     * Pauses the instance that runs the next tick: 200 {@code {"armed":true,"events":[]}} at once, or with
-     * {@code wait=true} once the paused instance's late write was answered, with the events from the pause on; 409
-     * while a pause is waiting or running.
+     * Pauses the instance that runs the next tick: 200 with a {@link JobStall} at once, or with {@code wait=true} once
+     * the paused instance's late write was answered, with the events from the pause on; 409 while a pause is waiting
+     * or running.
      */
     @PostMapping("/jobs/stall")
-    Mono<ResponseEntity<Map<String, Object>>> stall(@RequestParam(defaultValue = "false") boolean wait) {
+    Mono<ResponseEntity<JobStall>> stall(@RequestParam(defaultValue = "false") boolean wait) {
         return jobs.stallNextTick(wait)
-                .map(events -> ResponseEntity.ok(Map.<String, Object>of("armed", true, "events", events)))
-                .defaultIfEmpty(ResponseEntity.status(HttpStatus.CONFLICT).body(Map.of("armed", false,
-                        "detail", "an instance is already paused, or about to be")));
+                .map(ResponseEntity::ok)
+                .defaultIfEmpty(ResponseEntity.status(HttpStatus.CONFLICT).body(new JobStall(false, 0, List.of())));
     }
 
     /** Plays three scripted ticks with a pause past lockAtMostFor on a fresh job; see {@link JobService#replay()}. */

@@ -42,6 +42,9 @@ final class JobInstance {
                                 .commandTimeout(Duration.ofMillis(500))
                                 .holderLabel(label)
                                 .build())
+                        // Connects before the first tick: lockAtMostFor counts from before the acquire is sent, so a
+                        // first tick that also had to connect would spend its hold on connecting.
+                        .flatMap(client -> client.ping().onErrorResume(e -> Mono.empty()).thenReturn(client))
                         .map(client -> new JobInstance("instance-" + number, label, client, services))
                         .onErrorResume(e -> services.close().then(Mono.error(e))));
     }

@@ -122,11 +122,11 @@ class JobService implements DisposableBean {
     }
 
     /**
-     * Pauses the instance that runs the live job's next tick. Emits the events from then on once the paused
-     * instance's write was answered (refused, normally) when {@code wait}, else at once (none); empty if a pause is
+     * Pauses the instance that runs the live job's next tick. Emits at once, or with {@code wait} once the paused
+     * instance's write was answered (refused, normally) with the events from the pause on; empty if a pause is
      * already waiting or running.
      */
-    Mono<List<JobEvent>> stallNextTick(boolean wait) {
+    Mono<JobStall> stallNextTick(boolean wait) {
         if (liveInstances.stream().anyMatch(JobInstance::paused)) {
             return Mono.empty();
         }
@@ -136,11 +136,11 @@ class JobService implements DisposableBean {
             return Mono.empty();
         }
         if (!wait) {
-            return Mono.just(List.of());
+            return Mono.just(new JobStall(true, from, List.of()));
         }
         return write.asMono().onErrorResume(e -> Mono.just(0L))
                 .timeout(period.multipliedBy(10))
-                .then(Mono.fromSupplier(() -> live.after(from)));
+                .then(Mono.fromSupplier(() -> new JobStall(true, from, live.after(from))));
     }
 
     private Mono<Void> tickAll(List<JobInstance> instances, int tick) {

@@ -85,9 +85,15 @@ final class JobEndpointIT extends DemoTestSupport {
                 .exchange().expectStatus().isOk().expectBodyList(JobEvent.class).returnResult().getResponseBody();
         long after = before == null || before.isEmpty() ? 0 : before.get(before.size() - 1).seq();
 
-        client().post().uri("/jobs/stall").exchange().expectStatus().isOk();
+        JobStall armed = client().post().uri("/jobs/stall").exchange().expectStatus().isOk()
+                .expectBody(JobStall.class).returnResult().getResponseBody();
+        assertThat(armed).isNotNull();
+        assertThat(armed.armed()).isTrue();
+        assertThat(armed.after()).isGreaterThanOrEqualTo(after);
+        assertThat(armed.events()).isEmpty();
         // A second stall while the first one waits is refused.
-        client().post().uri("/jobs/stall").exchange().expectStatus().isEqualTo(409);
+        client().post().uri("/jobs/stall").exchange().expectStatus().isEqualTo(409)
+                .expectBody().jsonPath("$.armed").isEqualTo(false);
 
         List<JobEvent> seen = new ArrayList<>();
         webClient().get().uri("/jobs/events").accept(MediaType.TEXT_EVENT_STREAM).retrieve().bodyToFlux(EVENT)
@@ -124,13 +130,9 @@ final class JobEndpointIT extends DemoTestSupport {
         JobEvent paused = only(stall.events(), e -> e.kind().equals("paused"));
         JobEvent refused = only(stall.events(), e -> e.kind().equals("write-refused"));
         assertThat(refused.instance()).isEqualTo(paused.instance());
-        assertThat(stall.events()).extracting(JobEvent::seq).isSorted();
+        assertThat(stall.events()).extracting(JobEvent::seq).isSorted().allMatch(seq -> seq > stall.after());
         assertThat(stall.events()).filteredOn(e -> e.kind().equals("write-accepted") && e.seq() > paused.seq())
                 .extracting(JobEvent::instance).isNotEmpty().doesNotContain(paused.instance());
-    }
-
-    /** The answer of {@code POST /jobs/stall}. */
-    record JobStall(boolean armed, List<JobEvent> events) {
     }
 
     private static boolean isOutcome(String kind) {
