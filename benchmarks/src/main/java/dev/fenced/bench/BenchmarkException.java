@@ -31,6 +31,11 @@ final class BenchmarkException extends RuntimeException {
         return new BenchmarkException(lock + " acquired " + acquired + " of " + expected + " leases");
     }
 
+    /** The fleet view listed another number of locks than were held. */
+    static BenchmarkException listedWrongly(String store, int held, long listed) {
+        return new BenchmarkException("The fleet view on " + store + " listed " + listed + " of " + held + " held locks");
+    }
+
     /** A service the harness needs could not be set up. */
     static BenchmarkException setUp(String what, Throwable cause) {
         return new BenchmarkException("Could not set up " + what + ": " + cause.getMessage(), cause);

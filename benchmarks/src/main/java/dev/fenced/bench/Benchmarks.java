@@ -66,12 +66,30 @@ public final class Benchmarks {
     }
 
     /**
-     * Entry point: {@code [quick|full] [output directory]}.
+     * Entry point: {@code [quick|full] [output directory]}, or {@code fleet [output directory]} for the fleet-view
+     * workload alone at full size (100,000 locks), into {@code results-fleet.md}.
      *
      * @param args the mode and the output directory
      * @throws IOException if the results cannot be written
      */
     public static void main(String[] args) throws IOException {
+        if (args.length > 0 && args[0].equals("fleet")) {
+            Path output = Path.of(args.length > 1 ? args[1] : "target/benchmarks");
+            try (BenchRedis redis = BenchRedis.start()) {
+                String prefix = "bench-" + UUID.randomUUID().toString().substring(0, 8) + ":";
+                Report report = new Report("fleet view only, full size", redis.uri(), Duration.ZERO);
+                try {
+                    fleet(report, redis.uri(), prefix + "fv:", Mode.FULL);
+                } finally {
+                    cleanUp(redis.uri(), prefix);
+                }
+                Files.createDirectories(output);
+                Path file = output.resolve("results-fleet.md");
+                Files.writeString(file, report.render());
+                System.out.println(Files.readString(file));
+            }
+            return;
+        }
         Mode mode = args.length > 0 ? Mode.valueOf(args[0].toUpperCase(java.util.Locale.ROOT)) : Mode.QUICK;
         Path output = Path.of(args.length > 1 ? args[1] : "target/benchmarks");
         System.out.println(Files.readString(run(mode, output)));
@@ -117,12 +135,14 @@ public final class Benchmarks {
                     report.contended(Workloads.contended(lock, stats, 64, mode.contention));
                 }
             }
+            report.ticks(scheduledJobTicks(uri, prefix, mode, stats));
             // Held leases last on Redis, with no other client open, so that the counters are theirs alone.
             report.held(Workloads.held(() -> FencedLock.held(uri, prefix + "h:", mode.heldLeaseTime), stats, mode.heldLeases,
                     mode.heldFor));
             report.held(Workloads.held(() -> RedissonLock.held(uri, prefix + "rh:", mode.heldLeaseTime), stats,
                     mode.heldLeases, mode.heldFor));
             postgresLocks(report, prefix + "p:", mode);
+            fleet(report, uri, prefix + "fv:", mode);
             report.storage(storage(uri, prefix + "s:", mode));
         } finally {
             cleanUp(uri, prefix);
@@ -153,6 +173,39 @@ public final class Benchmarks {
                 }
                 report.held(Workloads.held(() -> FencedLock.heldOnPostgres(counted, table, prefix + "h:", mode.heldLeaseTime),
                         counted, mode.heldLeases, mode.heldFor));
+            } finally {
+                db.execute("DROP TABLE IF EXISTS " + table.name());
+            }
+        }
+    }
+
+    /** How many locks the fleet view lists: 100,000 under one prefix in a full run. */
+    private static int fleetLocks(Mode mode) {
+        return mode == Mode.FULL ? 100_000 : 2_000;
+    }
+
+    /**
+     * The fleet view on Redis and on PostgreSQL (a lease table of its own, dropped at the end): one client holds
+     * the locks with a long lease (so renewals do not share the measured time), another lists them.
+     */
+    private static void fleet(Report report, String uri, String prefix, Mode mode) {
+        Duration lease = Duration.ofMinutes(30);
+        try (dev.fenced.lock.FencedLockClient holder = dev.fenced.lock.FencedLockClient.builder().redisUri(uri)
+                        .keyPrefix(prefix).leaseTime(lease).build();
+                dev.fenced.lock.FencedLockClient viewer = dev.fenced.lock.FencedLockClient.builder().redisUri(uri)
+                        .keyPrefix(prefix).build()) {
+            report.fleet(Workloads.fleet("Redis", holder, viewer, fleetLocks(mode), mode.warmups, mode.rounds));
+        }
+        try (BenchPostgres db = BenchPostgres.start(0)) {
+            PostgresLeaseTable table = PostgresLeaseTable.named(db.table.replace("bench_accounts_", "bench_fleet_"));
+            try {
+                table.create(db.connections).block(Duration.ofSeconds(30));
+                try (dev.fenced.lock.FencedLockClient holder = dev.fenced.lock.FencedLockClient.builder()
+                                .postgres(db.connections, table).keyPrefix(prefix).leaseTime(lease).build();
+                        dev.fenced.lock.FencedLockClient viewer = dev.fenced.lock.FencedLockClient.builder()
+                                .postgres(db.connections, table).keyPrefix(prefix).build()) {
+                    report.fleet(Workloads.fleet("PostgreSQL", holder, viewer, fleetLocks(mode), mode.warmups, mode.rounds));
+                }
             } finally {
                 db.execute("DROP TABLE IF EXISTS " + table.name());
             }
@@ -234,6 +287,35 @@ public final class Benchmarks {
             medians.add(own.get(own.size() / 2));
         }
         return medians;
+    }
+
+    /**
+     * Ticks of a scheduled job: Fenced's job API, and ShedLock's executor over Fenced's provider and over
+     * ShedLock's Redis provider, on the same Redis, interleaved as the pairs are (each round starts with another
+     * lock). Returns each lock's median round, ShedLock's last.
+     */
+    private static List<Workloads.Ticks> scheduledJobTicks(String uri, String prefix, Mode mode, RedisStats stats) {
+        try (ScheduledJobLock job = ScheduledJobLock.fencedJob(uri, prefix + "jj:");
+                ScheduledJobLock fenced = ScheduledJobLock.fenced(uri, prefix + "jf:");
+                ScheduledJobLock shedLock = ScheduledJobLock.shedLock(uri, prefix + "js:")) {
+            List<ScheduledJobLock> locks = List.of(job, fenced, shedLock);
+            List<List<Workloads.Ticks>> rounds = List.of(new ArrayList<>(), new ArrayList<>(), new ArrayList<>());
+            for (int round = 0; round < mode.warmups + mode.rounds; round++) {
+                for (int k = 0; k < locks.size(); k++) {
+                    int which = (round + k) % locks.size();
+                    Workloads.Ticks result = Workloads.ticks(locks.get(which), stats, mode.serialPairs, "job-" + round);
+                    if (round >= mode.warmups) {
+                        rounds.get(which).add(result);
+                    }
+                }
+            }
+            List<Workloads.Ticks> medians = new ArrayList<>();
+            for (List<Workloads.Ticks> own : rounds) {
+                own.sort((a, b) -> Double.compare(a.ticksPerSecond(), b.ticksPerSecond()));
+                medians.add(own.get(own.size() / 2));
+            }
+            return medians;
+        }
     }
 
     private static Report.Limit limits(BenchRedis redis, Mode mode) {

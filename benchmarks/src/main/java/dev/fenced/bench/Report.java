@@ -39,7 +39,9 @@ final class Report {
     private final List<Workloads.Uncontended> postgresUncontended = new ArrayList<>();
     private final List<Workloads.Contended> contended = new ArrayList<>();
     private final List<Workloads.Held> held = new ArrayList<>();
+    private final List<Workloads.Ticks> ticks = new ArrayList<>();
     private @org.jspecify.annotations.Nullable Storage storage;
+    private final List<Workloads.Fleet> fleet = new ArrayList<>();
 
     Report(String mode, String redisUri, Duration heldLeaseTime) {
         this.mode = mode;
@@ -73,8 +75,17 @@ final class Report {
         contended.add(value);
     }
 
+    /** The scheduled-job ticks, ShedLock's own provider last. */
+    void ticks(List<Workloads.Ticks> values) {
+        ticks.addAll(values);
+    }
+
     void held(Workloads.Held value) {
         held.add(value);
+    }
+
+    void fleet(Workloads.Fleet value) {
+        fleet.add(value);
     }
 
     void storage(Storage value) {
@@ -94,6 +105,12 @@ final class Report {
         out.append("- Fenced with default settings (lease 30 s, renewal 10 s); one Lettuce connection per client\n");
         out.append("- Redisson 3.52.0 with default settings (connection pool, threads), locks with the watchdog "
                 + "(timeout 30 s, renewal 10 s), one owner id per acquisition\n");
+        if (!ticks.isEmpty()) {
+            out.append("- Scheduled-job ticks: Fenced's runJob, and ShedLock's DefaultLockingTaskExecutor over Fenced's "
+                    + "FencedLockProvider and over ShedLock's RedisLockProvider 7.10.1 (Spring Data Redis, Lettuce connection "
+                    + "factory, defaults: SET NX PX to lock, DEL to unlock); Fenced with default client settings; lock at most "
+                    + "for 30 s, at least for 0\n");
+        }
         if (storage != null) {
             out.append("- PostgreSQL ").append(storage.database()).append(", R2DBC pool of ").append(BenchPostgres.POOL_SIZE)
                     .append(" connections, ").append(StorageWorkloads.CONCURRENCY).append(" writes in flight\n");
@@ -108,8 +125,10 @@ final class Report {
         renderPostgresUncontended(out);
         renderLimit(out);
         renderContended(out);
+        renderTicks(out);
         renderHeld(out);
         renderStorage(out);
+        renderFleet(out);
         renderTargets(out);
         return out.toString();
     }
@@ -216,6 +235,28 @@ final class Report {
         }
     }
 
+    private void renderTicks(StringBuilder out) {
+        if (ticks.isEmpty()) {
+            return;
+        }
+        out.append("\n## Scheduled-job ticks: one job, one tick after another\n\n");
+        out.append("| lock | ticks | ticks/s | µs per tick | p50 µs | p99 µs | requests per tick | commands per tick "
+                + "(incl. inside scripts) |\n");
+        out.append("|---|---:|---:|---:|---:|---:|---:|---:|\n");
+        for (Workloads.Ticks t : ticks) {
+            out.append(String.format(Locale.ROOT, "| %s | %d | %.0f | %.0f | %.0f | %.0f | %.2f | %.2f |%n", t.lock(), t.ticks(),
+                    t.ticksPerSecond(), t.meanMicros(), t.p50Micros(), t.p99Micros(), t.requestsPerTick(), t.commandsPerTick()));
+        }
+        Workloads.Ticks shedLock = ticks.get(ticks.size() - 1);
+        List<String> ratios = new ArrayList<>();
+        for (Workloads.Ticks fenced : ticks.subList(0, ticks.size() - 1)) {
+            ratios.add(format("%s / %s time per tick: **%.2f**; requests per tick: **%.2f**; commands per tick: **%.2f**",
+                    fenced.lock(), shedLock.lock(), fenced.meanMicros() / shedLock.meanMicros(),
+                    fenced.requestsPerTick() / shedLock.requestsPerTick(), fenced.commandsPerTick() / shedLock.commandsPerTick()));
+        }
+        out.append('\n').append(String.join("\n\n", ratios)).append('\n');
+    }
+
     private void renderHeld(StringBuilder out) {
         if (held.isEmpty()) {
             return;
@@ -245,6 +286,18 @@ final class Report {
         }
         out.append(String.format(Locale.ROOT, "%nFenced UPDATE / plain UPDATE: **%.2f**; locked batch / unlocked batch: **%.2f**%n",
                 s.fenced().perSecond() / s.plain().perSecond(), s.lockedBatch().perSecond() / s.unlockedBatch().perSecond()));
+    }
+
+    private void renderFleet(StringBuilder out) {
+        if (fleet.isEmpty()) {
+            return;
+        }
+        out.append("\n## Fleet view: listing every held lock under one prefix\n\n");
+        out.append("| store | locks held | ms to list them all | ms per 10,000 locks |\n|---|---:|---:|---:|\n");
+        for (Workloads.Fleet f : fleet) {
+            out.append(String.format(Locale.ROOT, "| %s | %d | %.0f | %.1f |%n", f.store(), f.locks(), f.totalMillis(),
+                    f.millisPer10k()));
+        }
     }
 
     private void renderTargets(StringBuilder out) {

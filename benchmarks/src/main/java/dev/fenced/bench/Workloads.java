@@ -2,6 +2,7 @@ package dev.fenced.bench;
 
 import java.lang.management.ManagementFactory;
 import java.time.Duration;
+import java.util.Map;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.function.Supplier;
@@ -100,6 +101,40 @@ final class Workloads {
                 acquired == 0 ? 0 : (double) handoffs.get() / acquired, waits.percentileMicros(50), waits.percentileMicros(99));
     }
 
+    /**
+     * Ticks of a scheduled job: one tick after another on one job name (an empty task under the lock, at most for
+     * 30 s, at least for 0), as a scheduler runs them.
+     *
+     * @param requestsPerTick round trips to Redis per tick (the lock's own request commands)
+     * @param commandsPerTick commands Redis executed per tick, including those inside scripts
+     */
+    record Ticks(String lock, int ticks, double ticksPerSecond, double meanMicros, double p50Micros, double p99Micros,
+            double requestsPerTick, double commandsPerTick) {
+    }
+
+    static Ticks ticks(ScheduledJobLock lock, RedisStats stats, int ticks, String job) {
+        Latencies latencies = new Latencies(ticks);
+        Map<String, Long> before = stats.callsByCommand();
+        long commandsBefore = stats.totalCalls();
+        long start = System.nanoTime();
+        for (int i = 0; i < ticks; i++) {
+            long t0 = System.nanoTime();
+            if (!lock.tick(job)) {
+                throw BenchmarkException.notAcquired(lock.label(), job);
+            }
+            latencies.record(System.nanoTime() - t0);
+        }
+        double seconds = (System.nanoTime() - start) / 1e9;
+        long commands = stats.totalCalls() - commandsBefore;
+        Map<String, Long> after = stats.callsByCommand();
+        long requests = 0;
+        for (String command : lock.requestCommands()) {
+            requests += after.getOrDefault(command, 0L) - before.getOrDefault(command, 0L);
+        }
+        return new Ticks(lock.label(), ticks, ticks / seconds, seconds * 1e6 / ticks, latencies.percentileMicros(50),
+                latencies.percentileMicros(99), (double) requests / ticks, (double) commands / ticks);
+    }
+
     /** Many leases held, and renewed, at once. */
     record Held(String lock, int leases, double seconds, double renewalRoundTripsPerSecond, double commandsPerSecond,
             int threadsAdded, double heapBytesPerLease) {
@@ -148,5 +183,44 @@ final class Workloads {
             Thread.currentThread().interrupt();
             throw new IllegalStateException(e);
         }
+    }
+
+    /**
+     * The fleet view: the time to list every lock held under one prefix, through another client (an operator's),
+     * once the holder holds {@code locks} of them (acquired first, kept reachable, released at the end).
+     *
+     * @param store where the locks are, for the report
+     * @param locks how many locks are held
+     * @param totalMillis the median time to list them all, in milliseconds
+     * @param millisPer10k the same per 10,000 locks
+     */
+    record Fleet(String store, int locks, double totalMillis, double millisPer10k) {
+    }
+
+    static Fleet fleet(String store, dev.fenced.lock.FencedLockClient holder, dev.fenced.lock.FencedLockClient viewer,
+            int locks, int warmups, int rounds) {
+        java.util.List<dev.fenced.lock.FencedLease> held = Flux.range(0, locks)
+                .flatMap(i -> holder.tryAcquire("fleet-" + i), 128)
+                .collectList()
+                .block(Duration.ofMinutes(20));
+        if (held == null || held.size() != locks) {
+            throw BenchmarkException.tooFewLeases("Fenced fleet view on " + store, locks, held == null ? 0 : held.size());
+        }
+        java.util.List<Double> times = new java.util.ArrayList<>();
+        for (int round = 0; round < warmups + rounds; round++) {
+            long start = System.nanoTime();
+            Long listed = viewer.locks("fleet-*").count().block(Duration.ofMinutes(10));
+            double millis = (System.nanoTime() - start) / 1e6;
+            if (listed == null || listed != locks) {
+                throw BenchmarkException.listedWrongly(store, locks, listed == null ? 0 : listed);
+            }
+            if (round >= warmups) {
+                times.add(millis);
+            }
+        }
+        Flux.fromIterable(held).flatMap(dev.fenced.lock.FencedLease::release, 256).then().block(Duration.ofMinutes(20));
+        java.util.Collections.sort(times);
+        double median = times.get(times.size() / 2);
+        return new Fleet(store, locks, median, median * 10_000 / locks);
     }
 }

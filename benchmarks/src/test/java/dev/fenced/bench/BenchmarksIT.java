@@ -47,10 +47,26 @@ class BenchmarksIT {
             assertThat(report.lines().filter(l -> l.matches("\\| " + lock + " \\|( -?" + NUMBER + " \\|){5}")))
                     .as("held row of %s", lock).hasSize(1);
         }
+        assertThat(report).contains("## Scheduled-job ticks: one job, one tick after another");
+        for (String lock : new String[] {"Fenced job \\(runJob\\)", "Fenced \\(FencedLockProvider\\)",
+                "ShedLock RedisLockProvider"}) {
+            assertThat(report.lines().filter(l -> l.matches("\\| " + lock + " \\|( " + NUMBER + " \\|){7}")))
+                    .as("ticks row of %s", lock).hasSize(1);
+        }
+        for (String lock : new String[] {"Fenced job \\(runJob\\)", "Fenced \\(FencedLockProvider\\)"}) {
+            assertThat(report).containsPattern(lock + " / ShedLock RedisLockProvider time per tick: \\*\\*" + NUMBER
+                    + "\\*\\*; requests per tick: \\*\\*" + NUMBER + "\\*\\*; commands per tick: \\*\\*" + NUMBER
+                    + "\\*\\*");
+        }
         for (String kind : new String[] {"plain UPDATE", "fenced UPDATE", "batch without locks",
                 "batch, acquire \\+ fenced write \\+ release"}) {
             assertThat(report.lines().filter(l -> l.matches("\\| " + kind + " \\|( " + NUMBER + " \\|){4}")))
                     .as("storage row %s", kind).hasSize(1);
+        }
+        assertThat(report).contains("## Fleet view: listing every held lock under one prefix");
+        for (String store : new String[] {"Redis", "PostgreSQL"}) {
+            assertThat(report.lines().filter(l -> l.matches("\\| " + store + " \\|( " + NUMBER + " \\|){3}")))
+                    .as("fleet view row of %s", store).hasSize(1);
         }
         assertThat(report)
                 .containsPattern("Fenced / Redisson RLock handoffs/s: \\*\\*" + NUMBER + "\\*\\*")

@@ -87,14 +87,16 @@ class FencedLockAutoConfigurationIT {
             assertThat(lock.holderLabel()).startsWith("orders@").endsWith(" " + pid);
         });
         onRedis.withPropertyValues("fenced.holder-label=orders blue/green slot 2").run(context -> {
-            context.getBean(FencedLockClient.class).acquire("set").block(Duration.ofSeconds(10));
+            FencedLease lease = context.getBean(FencedLockClient.class).acquire("set").block(Duration.ofSeconds(10));
             assertThat(context.getBean(FencedLocksEndpoint.class).lock("set").block(Duration.ofSeconds(10)).holderLabel())
                     .isEqualTo("orders blue/green slot 2");
+            assertThat(lease.isHeld()).isTrue(); // and kept reachable until read
         });
         onRedis.withPropertyValues("fenced.holder-label-enabled=false").run(context -> {
-            context.getBean(FencedLockClient.class).acquire("off").block(Duration.ofSeconds(10));
+            FencedLease lease = context.getBean(FencedLockClient.class).acquire("off").block(Duration.ofSeconds(10));
             assertThat(context.getBean(FencedLocksEndpoint.class).lock("off").block(Duration.ofSeconds(10)).holderLabel())
                     .isNull();
+            assertThat(lease.isHeld()).isTrue(); // and kept reachable until read
         });
         onRedis.withPropertyValues("fenced.holder-label=" + "x".repeat(201)).run(context -> assertThat(context)
                 .hasFailed().getFailure().rootCause()

@@ -60,6 +60,7 @@ class FencedScheduledTest {
         final List<Long> tokens = new CopyOnWriteArrayList<>();
         volatile CountDownLatch plainMayEnd = new CountDownLatch(0);
         volatile CountDownLatch plainStarted = new CountDownLatch(1);
+        final AtomicInteger interrupted = new AtomicInteger();
     }
 
     static class Reports {
@@ -84,6 +85,16 @@ class FencedScheduledTest {
             tally.plainRuns.incrementAndGet();
             tally.plainStarted.countDown();
             tally.plainMayEnd.await();
+        }
+
+        @Scheduled(fixedDelay = 1, timeUnit = TimeUnit.DAYS, initialDelay = 1)
+        @FencedScheduled(name = "overrun", lockAtMostFor = "300ms")
+        void overrun() {
+            try {
+                Thread.sleep(60_000);
+            } catch (InterruptedException e) {
+                tally.interrupted.incrementAndGet();
+            }
         }
 
         @Scheduled(fixedDelay = 1, timeUnit = TimeUnit.DAYS, initialDelay = 1)
@@ -136,6 +147,19 @@ class FencedScheduledTest {
             assertThat(tally.threads).singleElement().asString().startsWith("boundedElastic-");
             reports.plain();
             assertThat(tally.plainRuns).as("runs again once the first has released").hasValue(2);
+        });
+    }
+
+    @Test
+    void aPlainMethodIsInterruptedAtLockAtMostForAndTheCallReturnsOnceItHasEnded() {
+        runner.withUserConfiguration(Jobs.class).run(context -> {
+            Reports reports = context.getBean(Reports.class);
+            Tally tally = context.getBean(Tally.class);
+
+            reports.overrun();
+
+            assertThat(tally.interrupted).as("interrupted at the cap, and ended before the call returned").hasValue(1);
+            assertThat(context.getBean(FencedLockTestKit.class).holder("overrun")).as("released at the cap").isEmpty();
         });
     }
 

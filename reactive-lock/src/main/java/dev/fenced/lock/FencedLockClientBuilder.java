@@ -415,7 +415,9 @@ public final class FencedLockClientBuilder {
     }
 
     /**
-     * Builds the client. No connection is made until the first command needs one.
+     * Builds the client. No connection is made until the first command needs one. Without a
+     * {@linkplain #holderLabel(String) holder label} set (nor {@link #noHolderLabel()}), it computes the default one,
+     * whose host name is looked up once per JVM.
      *
      * @return a new client
      * @throws IllegalStateException if no Redis address (nor PostgreSQL) was given, replica acknowledgement was

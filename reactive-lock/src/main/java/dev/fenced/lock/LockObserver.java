@@ -121,11 +121,15 @@ public interface LockObserver {
         };
 
         /**
-         * The tick ended (a cancelled tick is not reported).
+         * The tick ended with an outcome.
          *
          * @param outcome how
          */
         void ended(JobOutcome outcome);
+
+        /** The tick was cancelled before it had an outcome (its subscriber left, as a stopping schedule does). */
+        default void cancelled() {
+        }
     }
 
     /** The end of one observed acquire. */

@@ -116,6 +116,16 @@ public final class PostgresLeaseTable {
     }
 
     /**
+     * {@link #upgradeDdl()} only if the column is missing: {@code ALTER TABLE} takes the table's strongest lock even
+     * when {@code IF NOT EXISTS} makes it a no-op, and would queue every lease statement behind a long transaction.
+     */
+    private String upgradeIfNeeded() {
+        String quoted = "\"" + name.replace(".", "\".\"") + "\"";
+        return "DO $fenced$ BEGIN IF NOT EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = '" + quoted + "'::regclass"
+                + " AND attname = 'holder' AND NOT attisdropped) THEN " + upgradeDdl() + "; END IF; END $fenced$";
+    }
+
+    /**
      * Creates the table if it does not exist, and adds what a table created by an earlier version lacks
      * ({@link #upgradeDdl()}), on a connection of its own. Idempotent. Cold: subscribing sends the DDL.
      *
@@ -129,7 +139,7 @@ public final class PostgresLeaseTable {
                 .subscribeOn(Schedulers.boundedElastic())
                 .flatMap(ddl -> Mono.usingWhen(connectionFactory.create(),
                         c -> Flux.from(c.createStatement(ddl).execute()).flatMap(Result::getRowsUpdated)
-                                .thenMany(Flux.from(c.createStatement(upgradeDdl()).execute()).flatMap(Result::getRowsUpdated))
+                                .thenMany(Flux.from(c.createStatement(upgradeIfNeeded()).execute()).flatMap(Result::getRowsUpdated))
                                 .then(),
                         Connection::close));
     }

@@ -128,11 +128,12 @@ class FleetViewIT {
         assertThat(one).isNotNull();
         StepVerifier.create(one.release()).expectNext(ReleaseOutcome.RELEASED).verifyComplete();
         // A grant without a label after one with a label: the old label is not shown for the new holder.
-        assertThat(unlabelled.acquire("labelled").block(BOUND)).isNotNull();
-        assertThat(byDefault.acquire("by-default").block(BOUND)).isNotNull();
+        // Kept reachable: a lease that nothing references is released once collected.
+        List<FencedLease> held = List.of(unlabelled.acquire("labelled").block(BOUND), byDefault.acquire("by-default").block(BOUND));
         assertThat(byDefault.lock("labelled").block(BOUND).holderLabel()).isNull();
         assertThat(unlabelled.lock("by-default").block(BOUND).holderLabel())
                 .isEqualTo(FencedLockClientBuilder.defaultHolderLabel(null));
+        assertThat(held).allMatch(FencedLease::isHeld);
     }
 
     @ParameterizedTest(name = "{0}, force-release")
@@ -200,16 +201,18 @@ class FleetViewIT {
         FencedLockClient mine = client(store, FencedLockClient.builder());
         // A prefix that starts with this one: its keys start with this client's prefix too.
         FencedLockClient longer = client(store, FencedLockClient.builder(), prefix + "x");
+        // Kept reachable: a lease that nothing references is released once collected.
         FencedLease own = mine.acquire("job:1").block(BOUND);
-        assertThat(longer.acquire("job:1").block(BOUND)).isNotNull();
-        assertThat(longer.acquire("job:2").block(BOUND)).isNotNull();
-        assertThat(mine.acquire("job_1").block(BOUND)).isNotNull();
+        List<FencedLease> held = List.of(longer.acquire("job:1").block(BOUND), longer.acquire("job:2").block(BOUND),
+                mine.acquire("job_1").block(BOUND));
 
         assertThat(mine.locks("*").map(LockInfo::name).collectList().block(BOUND)).containsExactlyInAnyOrder("job:1", "job_1");
         assertThat(mine.locks("job:*").map(LockInfo::token).collectList().block(BOUND)).containsExactly(own.token());
         assertThat(mine.locks("job_*").map(LockInfo::name).collectList().block(BOUND)).containsExactly("job_1");
         assertThat(mine.locks("job?1").collectList().block(BOUND)).isEmpty();
         assertThat(longer.locks("*").count().block(BOUND)).isEqualTo(2);
+        assertThat(held).allMatch(FencedLease::isHeld);
+        assertThat(own.isHeld()).isTrue();
     }
 
     @ParameterizedTest(name = "{0}, 20,000 locks")

@@ -10,8 +10,8 @@ import dev.fenced.lock.LockObserver;
 import dev.fenced.lock.LockWaitQueueFullException;
 import dev.fenced.lock.ReleaseOutcome;
 import java.time.Duration;
+import java.util.Map;
 import java.util.Objects;
-import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.atomic.AtomicReference;
 import java.util.function.LongSupplier;
@@ -37,7 +37,8 @@ public final class JobRunner {
     private final LockObserver observer;
     private final LongSupplier clock;
     private final Predicate<FencedLease> nests;
-    private final @Nullable Set<String> running;
+    /** The running tick of each job name, by identity: a tick frees only its own place. */
+    private final @Nullable Map<String, Object> running;
 
     /**
      * @param client the client whose locks the jobs take
@@ -52,7 +53,7 @@ public final class JobRunner {
         this.observer = observer;
         this.clock = clock;
         this.nests = nests;
-        this.running = trackRunning ? ConcurrentHashMap.newKeySet() : null;
+        this.running = trackRunning ? new ConcurrentHashMap<>() : null;
     }
 
     /**
@@ -83,23 +84,53 @@ public final class JobRunner {
         }
         String name = job.name();
         return Mono.deferContextual(ctx -> {
-            LockObserver.JobObservation observation = observer.jobStarted(name);
+            LockObserver.JobObservation observation = once(observer.jobStarted(name));
             FencedLease enclosing = LeaseContext.find(ctx, name);
             if (enclosing != null && nests.test(enclosing)) {
                 // An acquire would reuse the caller's lease: a job never nests, it is skipped.
                 return Mono.just(ended(observation, JobOutcome.skipped(name, "an enclosing scope of the caller holds the lock")));
             }
-            Set<String> ticks = running;
-            if (ticks != null && !ticks.add(name)) {
+            Map<String, Object> ticks = running;
+            Object self = new Object();
+            if (ticks != null && ticks.putIfAbsent(name, self) != null) {
                 return Mono.just(ended(observation, JobOutcome.skipped(name, "a tick of this job is still running in this instance")));
             }
-            Mono<JobOutcome> tick = client.acquire(name, job.acquireOptions())
+            // The place is freed before the outcome is emitted: a tick started by whoever receives it is a new tick.
+            Runnable free = ticks == null ? () -> { } : () -> ticks.remove(name, self);
+            return client.acquire(name, job.acquireOptions())
                     .flatMap(lease -> execute(job, lease, work))
                     .switchIfEmpty(Mono.fromSupplier(() -> JobOutcome.skipped(name, "the lock is held elsewhere")))
                     .onErrorResume(e -> Mono.just(notRun(job, e)))
-                    .map(outcome -> ended(observation, outcome));
-            return ticks == null ? tick : tick.doFinally(signal -> ticks.remove(name));
+                    .map(outcome -> {
+                        free.run();
+                        return ended(observation, outcome);
+                    })
+                    .doOnCancel(observation::cancelled)
+                    .doFinally(signal -> free.run());
         });
+    }
+
+    /** The observation told of the tick's end once: an outcome, or a cancel before it, never both. */
+    private static LockObserver.JobObservation once(LockObserver.JobObservation observation) {
+        if (observation == LockObserver.JobObservation.NONE) {
+            return observation;
+        }
+        java.util.concurrent.atomic.AtomicBoolean told = new java.util.concurrent.atomic.AtomicBoolean();
+        return new LockObserver.JobObservation() {
+            @Override
+            public void ended(JobOutcome outcome) {
+                if (told.compareAndSet(false, true)) {
+                    observation.ended(outcome);
+                }
+            }
+
+            @Override
+            public void cancelled() {
+                if (told.compareAndSet(false, true)) {
+                    observation.cancelled();
+                }
+            }
+        };
     }
 
     private static JobOutcome notRun(FencedJob job, Throwable error) {

@@ -32,7 +32,7 @@ import org.jspecify.annotations.Nullable;
  *   <tr><td>{@code fenced.lock.lost}</td><td>counter</td><td>{@code reason}: expired, not_held,
  *       client_closed, superseded, server_changed, scheduler_rejected, max_hold_reached</td></tr>
  *   <tr><td>{@code fenced.job}</td><td>timer (one per tick of a job, acquire to release)</td><td>{@code job}: the
- *       job's name; {@code outcome}: ran, skipped, failed, lost, cut_off, unavailable</td></tr>
+ *       job's name; {@code outcome}: ran, skipped, failed, lost, cut_off, unavailable, cancelled</td></tr>
  *   <tr><td>{@code fenced.lock.write.rejected}</td><td>counter (stale-token rejections)</td><td></td></tr>
  *   <tr><td>{@code fenced.lock.force.released}</td><td>counter (force-releases)</td><td>{@code outcome}: released,
  *       not_held</td></tr>
@@ -104,15 +104,26 @@ public final class MicrometerLockObserver implements LockObserver {
                 .contextualName("fenced job " + job)
                 .lowCardinalityKeyValue(KeyValue.of("job", job))
                 .start();
-        return outcome -> {
-            String value = outcome.status().name().toLowerCase(Locale.ROOT);
-            sample.stop(Timer.builder("fenced.job")
-                    .description("Ticks of fenced jobs, by outcome")
-                    .tag("job", job).tag("outcome", value)
-                    .register(registry));
-            observation.lowCardinalityKeyValue("outcome", value);
-            outcome.error().ifPresent(observation::error);
-            observation.stop();
+        return new JobObservation() {
+            @Override
+            public void ended(dev.fenced.lock.JobOutcome outcome) {
+                outcome.error().ifPresent(observation::error);
+                stop(outcome.status().name().toLowerCase(Locale.ROOT));
+            }
+
+            @Override
+            public void cancelled() {
+                stop("cancelled");
+            }
+
+            private void stop(String outcome) {
+                sample.stop(Timer.builder("fenced.job")
+                        .description("Ticks of fenced jobs, by outcome")
+                        .tag("job", job).tag("outcome", outcome)
+                        .register(registry));
+                observation.lowCardinalityKeyValue("outcome", outcome);
+                observation.stop();
+            }
         };
     }
 

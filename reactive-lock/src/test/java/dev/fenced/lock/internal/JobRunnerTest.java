@@ -148,6 +148,29 @@ class JobRunnerTest {
                 .verifyComplete();
     }
 
+    /** A tick started by whoever is told the last one's outcome, inside that signal, is a new tick, not an overlap. */
+    @Test
+    void aTickStartedWhenTheLastOutcomeArrivesRuns() {
+        StepVerifier.create(client.runJob(CLEANUP, taking(0))
+                        .flatMap(first -> client.runJob(CLEANUP, taking(0)).map(next -> first.status() + " then " + next.status())))
+                .expectNext("RAN then RAN")
+                .verifyComplete();
+    }
+
+    /** The end of a tick that another tick followed does not clear the follower's place: a third one is skipped. */
+    @Test
+    void theEndOfAnEarlierTickDoesNotFreeTheRunningTicksPlace() {
+        CompletableFuture<JobOutcome> second = new CompletableFuture<>();
+        client.runJob(CLEANUP, taking(0))
+                .doOnNext(first -> client.runJob(CLEANUP, taking(5_000)).subscribe(second::complete))
+                .block(Duration.ofSeconds(5));
+        StepVerifier.create(client.runJob(CLEANUP, taking(0)).map(JobOutcome::status))
+                .expectNext(JobOutcome.Status.SKIPPED)
+                .verifyComplete();
+        elapse(5_000);
+        assertThat(second.join().status()).isEqualTo(JobOutcome.Status.RAN);
+    }
+
     @Test
     void aTickInsideAScopeHoldingTheSameLockIsSkippedNotNested() {
         AtomicBoolean called = new AtomicBoolean();

@@ -118,6 +118,10 @@ class MicrometerLockObserverTest {
             assertThat(timer).as(outcome).isNotNull();
             assertThat(timer.count()).as(outcome).isEqualTo(1);
         }
+        client.runJob(job, reactor.core.publisher.Mono.never()).subscribe().dispose();
+        var cancelled = meters.find("fenced.job").tag("job", "report:daily").tag("outcome", "cancelled").timer();
+        assertThat(cancelled).isNotNull();
+        assertThat(cancelled.count()).isEqualTo(1);
         assertThat(observations).hasObservationWithNameEqualTo("fenced.job").that()
                 .hasLowCardinalityKeyValue("job", "report:daily");
     }
@@ -125,7 +129,7 @@ class MicrometerLockObserverTest {
     @Test
     void forceReleasesAreCountedByOutcomeAndObservedWithTheirReasonAndTheFleetSizeIsGauged() {
         FencedLease lease = client.acquire("job:1").block();
-        client.acquire("job:2").block();
+        FencedLease other = client.acquire("job:2").block();
         assertThat(meters.find("fenced.lock.fleet.size").gauge()).as("no view yet: no gauge").isNull();
         StepVerifier.create(client.locks("job:*")).expectNextCount(2).verifyComplete();
         assertThat(meters.get("fenced.lock.fleet.size").gauge().value()).isEqualTo(2);
@@ -141,5 +145,6 @@ class MicrometerLockObserverTest {
                 .hasHighCardinalityKeyValue("fenced.lock.name", "job:1");
         StepVerifier.create(client.locks("job:*")).expectNextCount(1).verifyComplete();
         assertThat(meters.get("fenced.lock.fleet.size").gauge().value()).isEqualTo(1);
+        assertThat(other.isHeld()).isTrue(); // kept reachable: a collected lease is released
     }
 }

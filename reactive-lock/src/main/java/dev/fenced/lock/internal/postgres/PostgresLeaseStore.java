@@ -72,8 +72,16 @@ public final class PostgresLeaseStore implements LeaseStore {
                 + " to_jsonb(l) ->> 'holder' AS holder FROM " + quoted + " AS l"
                 + " WHERE owner IS NOT NULL AND expires_at > clock_timestamp()";
         this.lockSql = held + " AND lock_id = $1";
-        // Keyset pages in the order of the primary key: each page starts after the last lock id of the previous one.
-        this.pageSql = held + " AND lock_id LIKE $1 ESCAPE '\\' AND lock_id > $2 ORDER BY lock_id LIMIT " + FleetPages.PAGE_SIZE;
+        // Keyset pages of the table in the order of its primary key, each starting after the last lock id of the previous
+        // one: the inner query is an index range read of PAGE_SIZE rows whatever the filters (with them inside, the
+        // planner, which cannot estimate LIKE with a parameter, may scan and sort the whole table for every page).
+        // Rows that do not match (other prefixes, free or expired locks) still move the position on; they come back
+        // without their values.
+        this.pageSql = "SELECT p.lock_id, p.token, p.ttl, p.holder, (p.lock_id LIKE $1 ESCAPE '\\' AND p.owner IS NOT NULL"
+                + " AND p.expires_at > clock_timestamp()) AS listed FROM (SELECT lock_id, owner, expires_at, token,"
+                + " GREATEST(0, ceil(extract(epoch FROM (expires_at - clock_timestamp())) * 1000))::bigint AS ttl,"
+                + " to_jsonb(l) ->> 'holder' AS holder FROM " + quoted + " AS l WHERE lock_id > $2 ORDER BY lock_id LIMIT "
+                + FleetPages.PAGE_SIZE + ") AS p ORDER BY p.lock_id";
         // A plain update of non-key columns, as a release: the row, and with it the token counter, stays.
         this.breakSql = "WITH broken AS (UPDATE " + quoted + " AS l SET owner = NULL, expires_at = clock_timestamp()"
                 + " WHERE lock_id = $1 AND owner IS NOT NULL AND expires_at > clock_timestamp()"
@@ -125,10 +133,12 @@ public final class PostgresLeaseStore implements LeaseStore {
      * database received the statement; the client keeps undoing a failed acquire for that long
      * ({@link #lateGrantWindow()}).
      *
-     * <p>Package-private: {@code PostgresStoreFaultsIT} runs it with a command timeout of its own.
+     * <p>Package-private: {@code PostgresStoreFaultsIT} runs it with a command timeout of its own. This form has
+     * no {@code holder} column (five parameters); the store runs {@link #acquireSql(String, boolean, boolean)}
+     * with it unless the table lacks the column.
      */
     static String acquireSql(String table, boolean serverTime) {
-        return acquireSql(table, serverTime, true);
+        return acquireSql(table, serverTime, false);
     }
 
     /**
@@ -286,22 +296,25 @@ public final class PostgresLeaseStore implements LeaseStore {
     }
 
     /**
-     * Keyset pages of the lease table in the order of its primary key: {@code lock_id LIKE} the escaped prefix and
-     * pattern, after the last lock id of the previous page, at most {@link FleetPages#PAGE_SIZE} held locks each;
-     * remaining times by the database's clock.
+     * Keyset pages of the lease table in the order of its primary key: {@link FleetPages#PAGE_SIZE} rows after the
+     * last lock id of the previous page (an index range read), of which those whose lock id is {@code LIKE} the
+     * escaped prefix and pattern and that are held are listed; remaining times by the database's clock. A listing
+     * reads the whole table once, in pages (a {@code LIKE} prefix cannot bound an index range under a collation
+     * other than {@code C}).
      */
     @Override
     public Flux<LockState> locks(NamePattern pattern) {
         String like = pattern.like(keys.prefix());
         return FleetPages.stream("", after -> commands.run("", "list locks", c -> rows(c.createStatement(pageSql)
-                        .bind(0, like).bind(1, after), r -> r.map((row, meta) -> new Object[] {
-                                row.get("lock_id", String.class), row.get("token", Long.class), row.get("ttl", Long.class),
-                                row.get("holder", String.class)}))
+                        .bind(0, like).bind(1, after), r -> r.map((row, meta) -> Boolean.TRUE.equals(row.get("listed", Boolean.class))
+                                ? new Object[] {row.get("lock_id", String.class), row.get("token", Long.class),
+                                        row.get("ttl", Long.class), row.get("holder", String.class)}
+                                : new Object[] {row.get("lock_id", String.class)}))
                 .collectList()
                 .map(rows -> {
                     List<LockState> held = new ArrayList<>(rows.size());
                     for (Object[] row : rows) {
-                        String name = pattern.nameIn(keys.prefix(), String.valueOf(row[0]));
+                        String name = row.length == 1 ? null : pattern.nameIn(keys.prefix(), String.valueOf(row[0]));
                         if (name != null) {
                             held.add(new LockState(name, longOf((Long) row[1]), longOf((Long) row[2]), (String) row[3]));
                         }
