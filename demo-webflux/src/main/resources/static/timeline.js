@@ -41,7 +41,7 @@
       request.open('POST', url);
       request.setRequestHeader('Accept', 'application/json');
       request.onload = function () {
-        if (request.status === 200) {
+        if (request.status === 200 || request.status === 202) {
           resolve(JSON.parse(request.responseText));
         } else {
           reject(new Error(request.status + ' ' + request.responseText));
@@ -131,7 +131,66 @@
       + (report.fencing
         ? '. Worker A had token ' + report.tokenA + ', worker B token ' + report.tokenB + '.'
         : '. A plain lock gives no token, so the database cannot tell A\'s late write from B\'s.');
-    document.getElementById('how').textContent = report.howThePauseIsMade;
+    if (section.getAttribute('data-arm') === 'stuck') {
+      section.querySelector('.how').textContent = report.howThePauseIsMade;
+    } else {
+      document.getElementById('how').textContent = report.howThePauseIsMade;
+    }
+  }
+
+  function signal(name, detail) {
+    if (window.FencedDemo) { window.FencedDemo.signal(name, detail); }
+  }
+
+  function get(url) {
+    return new Promise(function (resolve, reject) {
+      var request = new XMLHttpRequest();
+      request.open('GET', url);
+      request.setRequestHeader('Accept', 'application/json');
+      request.onload = function () {
+        if (request.status === 200 || request.status === 202) {
+          resolve({ status: request.status, body: JSON.parse(request.responseText) });
+        } else {
+          reject(new Error(request.status + ' ' + request.responseText));
+        }
+      };
+      request.onerror = function () { reject(new Error('no answer from ' + url)); };
+      request.send();
+    });
+  }
+
+  // The stuck run's report. A browser that streams (EventSource) runs requests side by side, so it waits on one
+  // long request; an engine that runs one request at a time (HtmlUnit) polls, so that the locks panel still polls.
+  function stuckReport(id) {
+    var streaming = window.FencedDemo && window.FencedDemo.streaming;
+    return get('scenario/stuck-runs/' + id + (streaming ? '?wait=true' : '')).then(function (answer) {
+      if (answer.status === 200) { return answer.body; }
+      return new Promise(function (resolve) { setTimeout(resolve, 500); }).then(function () { return stuckReport(id); });
+    });
+  }
+
+  // The fenced timeline with a stuck worker A: it ends once A's late write was answered, after someone broke A's
+  // lock in the locks panel (or after A's 30-second lease ran out).
+  function runStuck() {
+    var section = document.querySelector('.arm[data-arm="stuck"]');
+    var button = document.getElementById('run-stuck');
+    var status = section.querySelector('.status');
+    button.disabled = true;
+    section.setAttribute('data-state', 'running');
+    status.textContent = 'Worker A holds the lock and is paused; worker B waits. Break A\'s lock in the locks panel above.';
+    post('scenario/stuck-runs').then(function (started) { return stuckReport(started.id); }).then(function (report) {
+      draw(section, report);
+      var broken = report.events.some(function (e) { return e.kind === 'force-released'; });
+      status.textContent = broken
+        ? 'A\'s lock was broken by hand; B got token ' + report.tokenB + ', above A\'s ' + report.tokenA + '.'
+        : 'Nobody broke A\'s lock: its lease ran out after 30 s, and B got it then.';
+      section.setAttribute('data-state', 'done');
+      signal('stuck-done', report);
+    }, function (error) {
+      status.textContent = 'The scenario failed: ' + error.message;
+      section.setAttribute('data-state', 'failed');
+      signal('stuck-failed', error);
+    }).then(function () { button.disabled = false; });
   }
 
   function run() {
@@ -147,13 +206,16 @@
         });
         status.textContent = 'Ran just now on invoices ' + reports[0].invoiceId + ' and ' + reports[1].invoiceId + '.';
         document.body.setAttribute('data-state', 'done');
+        signal('scenario-done', reports);
       }, function (error) {
         status.textContent = 'The scenario failed: ' + error.message;
         document.body.setAttribute('data-state', 'failed');
+        signal('scenario-failed', error);
       })
       .then(function () { button.disabled = false; });
   }
 
   document.getElementById('run').addEventListener('click', run);
+  document.getElementById('run-stuck').addEventListener('click', runStuck);
   run();
 }());

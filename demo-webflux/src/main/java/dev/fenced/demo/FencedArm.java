@@ -35,6 +35,7 @@ final class FencedArm implements ScenarioArm {
                         .keyPrefix(keyPrefix)
                         .leaseTime(leaseTime)
                         .commandTimeout(Duration.ofMillis(250))
+                        .holderLabel(ScenarioService.WORKER_A_LABEL)
                         .build())
                 .subscribeOn(Schedulers.boundedElastic())
                 .map(client -> new ClientLocks(client, AcquireOptions.defaults().withLeaseTime(leaseTime), true));

@@ -4,6 +4,7 @@ import dev.fenced.spring.FencedLockAutoConfiguration;
 import dev.fenced.spring.FencedProperties;
 
 import dev.fenced.lock.FencedLockClient;
+import dev.fenced.lock.ForceReleaseResult;
 import dev.fenced.lock.LeaseNotHeldException;
 import dev.fenced.lock.StaleFencingTokenException;
 import io.lettuce.core.RedisURI;
@@ -11,22 +12,24 @@ import io.netty.channel.EventLoopGroup;
 import io.netty.channel.MultiThreadIoEventLoopGroup;
 import io.netty.channel.nio.NioIoHandler;
 import io.r2dbc.spi.Connection;
-import io.r2dbc.spi.ConnectionFactories;
 import io.r2dbc.spi.ConnectionFactory;
-import io.r2dbc.spi.ConnectionFactoryOptions;
 import java.time.Duration;
 import java.util.ArrayList;
+import java.util.Collections;
 import java.util.Comparator;
+import java.util.LinkedHashMap;
 import java.util.List;
+import java.util.Map;
 import java.util.Objects;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicLong;
+import java.util.concurrent.atomic.AtomicReference;
 import org.jspecify.annotations.Nullable;
 import org.springframework.beans.factory.DisposableBean;
 import org.springframework.core.env.Environment;
 import org.springframework.stereotype.Service;
 import reactor.core.publisher.Flux;
 import reactor.core.publisher.Mono;
-import reactor.core.scheduler.Schedulers;
 
 /**
  * Replays the failure Fenced exists for, live, against the real Redis and PostgreSQL, twice: once as the seed did it
@@ -40,18 +43,33 @@ import reactor.core.scheduler.Schedulers;
  * move again, its write reaches PostgreSQL. Without fencing it is accepted and overwrites B's; with fencing it
  * carries the older token and the fenced update rejects it with {@link StaleFencingTokenException}: B's data is
  * kept.
+ *
+ * <p>{@link #replayWithStuckHolder()} plays the fenced timeline with a worker A that holds a long lease (a hung
+ * job): B waits, and the lock is listed as stalled ({@link StalledLocks}) until someone breaks it by hand
+ * ({@code POST /locks/force-release}); then B gets a token above A's, writes, and A's late write is rejected.
  */
 @Service
 class ScenarioService implements DisposableBean {
 
     static final Duration WORKER_A_LEASE = Duration.ofMillis(2000);
+    /** Worker A's lease when it plays a stuck holder: long enough to see it in the locks panel and break it. */
+    static final Duration STUCK_WORKER_A_LEASE = Duration.ofSeconds(30);
+    /** The holder label of worker A's lock client, shown by the fleet view. */
+    static final String WORKER_A_LABEL = "scenario worker A";
     static final String LOCK_SERVICE = "lock-service";
     static final String WORKER_A = "worker-a";
     static final String WORKER_B = "worker-b";
     static final String DATABASE = "database";
 
     private static final Duration WORKER_A_WAIT = Duration.ofSeconds(5);
-    private static final Duration WORKER_B_WAIT = Duration.ofSeconds(10);
+    private static final Variant TIMED_OUT = new Variant(WORKER_A_LEASE, Duration.ofSeconds(10), false);
+    private static final Variant STUCK = new Variant(STUCK_WORKER_A_LEASE, STUCK_WORKER_A_LEASE.plusSeconds(10), true);
+    private static final String HOW_STUCK = "As in the first run, worker A's connections run through in-app TCP relays "
+            + "that stop moving bytes after A acquired the lock and read the invoice. Here A's lease is "
+            + STUCK_WORKER_A_LEASE.toSeconds() + " s, as a hung job's would be, so worker B waits for the lock. The "
+            + "locks panel lists A's lock as stalled; \"break this lock\" force-releases it (FencedLockClient."
+            + "forceRelease): the lock is deleted and its token counter kept, so B is granted a token above A's. B "
+            + "writes, the relays move again, and A's late write reaches PostgreSQL, which rejects its older token.";
     private static final String HOW = "Worker A's connections to Redis and to PostgreSQL run through in-app TCP relays. "
             + "After A acquired the lock (lease " + WORKER_A_LEASE.toMillis() + " ms) and read the invoice, the relays "
             + "stop moving bytes: A is paused as a whole, like a process stopped by a long GC pause or a network stall. "
@@ -64,16 +82,27 @@ class ScenarioService implements DisposableBean {
     private final InvoiceRepository invoices;
     private final ConnectionFactory database;
     private final Environment environment;
+    private final StalledLocks stalledLocks;
     private final RedisURI redis;
     private final FencedArm fenced;
     private final PlainTtlArm unfenced;
     private final EventLoopGroup relayLoop = new MultiThreadIoEventLoopGroup(1, NioIoHandler.newFactory());
+    private final AtomicLong stuckRunIds = new AtomicLong();
+    // The last few background runs, for their pages to ask for their reports.
+    @SuppressWarnings("serial")
+    private final Map<String, StuckRun> stuckRuns = Collections.synchronizedMap(new LinkedHashMap<>() {
+        @Override
+        protected boolean removeEldestEntry(Map.Entry<String, StuckRun> eldest) {
+            return size() > 16;
+        }
+    });
 
     ScenarioService(FencedLockClient locks, InvoiceRepository invoices, ConnectionFactory database,
-            FencedProperties properties, Environment environment) {
+            FencedProperties properties, Environment environment, StalledLocks stalledLocks) {
         this.invoices = invoices;
         this.database = database;
         this.environment = environment;
+        this.stalledLocks = stalledLocks;
         this.redis = RedisURI.create(FencedLockAutoConfiguration.redisUri(properties, environment));
         this.fenced = new FencedArm(locks, properties.keyPrefix());
         this.unfenced = new PlainTtlArm(redis, properties.keyPrefix(), properties.leaseTime());
@@ -81,52 +110,93 @@ class ScenarioService implements DisposableBean {
 
     /** The scenario with Fenced: A's late write is rejected, B's data kept. */
     Mono<ScenarioReport> replay() {
-        return replay(fenced);
+        return replay(fenced, TIMED_OUT);
     }
 
     /** The same timeline with a plain TTL lock and an unguarded write: A's late write overwrites B's. */
     Mono<ScenarioReport> replayWithoutFencing() {
-        return replay(unfenced);
+        return replay(unfenced, TIMED_OUT);
     }
 
-    private Mono<ScenarioReport> replay(ScenarioArm arm) {
+    /**
+     * The fenced timeline with a stuck worker A (a lease of {@link #STUCK_WORKER_A_LEASE}): completes once A's late
+     * write was answered, after someone broke A's lock, or after A's lease ran out if nobody did.
+     */
+    Mono<ScenarioReport> replayWithStuckHolder() {
+        return replay(fenced, STUCK);
+    }
+
+    /**
+     * Starts {@link #replayWithStuckHolder()} in the background (for pages that cannot wait on a long request while
+     * they poll the locks); its report is then found by {@link #stuckRun(String)} under the id returned.
+     */
+    String startStuckRun() {
+        String id = Long.toString(stuckRunIds.incrementAndGet());
+        StuckRun run = new StuckRun(replayWithStuckHolder().cache());
+        stuckRuns.put(id, run);
+        run.report.subscribe(run.finished::set, run.finished::set);
+        return id;
+    }
+
+    /** The stuck run {@code id}: its report once it ended (its error if it failed); empty for an unknown id. */
+    Mono<Mono<ScenarioReport>> stuckRun(String id, boolean wait) {
+        StuckRun run = stuckRuns.get(id);
+        if (run == null) {
+            return Mono.empty();
+        }
+        return Mono.just(wait || run.finished.get() != null ? run.report : Mono.empty());
+    }
+
+    private Mono<ScenarioReport> replay(ScenarioArm arm, Variant variant) {
         return invoices.insertScenarioInvoice().flatMap(id -> Mono.usingWhen(
-                openWorkerA(arm),
+                openWorkerA(arm, variant),
                 workerA -> Mono.usingWhen(Mono.just(arm.workerB()),
-                        workerB -> run(arm, id, workerA, workerB),
+                        workerB -> run(arm, variant, id, workerA, workerB),
                         ScenarioArm.Locks::close),
                 WorkerA::close,
                 (workerA, error) -> workerA.close(),
                 WorkerA::close));
     }
 
-    private Mono<ScenarioReport> run(ScenarioArm arm, long id, WorkerA workerA, ScenarioArm.Locks workerB) {
+    private Mono<ScenarioReport> run(ScenarioArm arm, Variant variant, long id, WorkerA workerA,
+            ScenarioArm.Locks workerB) {
         String name = InvoiceService.lockName(id);
         Timeline timeline = new Timeline();
         // A connects to PostgreSQL before it takes the lock, so that connecting does not eat into its lease.
-        return Mono.usingWhen(workerA.database.create(),
+        return Mono.usingWhen(workerA.services.database().create(),
                 connection -> Mono.defer(() -> {
                     timeline.add(WORKER_A, "acquire", "asks for the lock", null, "waiting",
-                            "asks for " + name + " with a lease of " + WORKER_A_LEASE.toMillis() + " ms");
+                            "asks for " + name + " with a lease of " + variant.leaseA().toMillis() + " ms");
                     return workerA.locks.acquire(name, WORKER_A_WAIT);
                 }).flatMap(heldA -> {
                     timeline.add(LOCK_SERVICE, "granted", "grants A", heldA.token(), "ok",
                             "grants " + name + " to worker A " + heldA.grant());
                     heldA.lost().subscribe(lost -> timeline.add(WORKER_A, "lease-lost", "lease lost", heldA.token(),
                             "lost", lost));
-                    return paused(arm, id, name, workerA, heldA, connection, workerB, timeline);
+                    return paused(arm, variant, id, name, workerA, heldA, connection, workerB, timeline);
                 }),
                 Connection::close);
     }
 
-    private Mono<ScenarioReport> paused(ScenarioArm arm, long id, String name, WorkerA workerA, ScenarioArm.Held heldA,
-            Connection connection, ScenarioArm.Locks workerB, Timeline timeline) {
+    private Mono<ScenarioReport> paused(ScenarioArm arm, Variant variant, long id, String name, WorkerA workerA,
+            ScenarioArm.Held heldA, Connection connection, ScenarioArm.Locks workerB, Timeline timeline) {
+        AtomicReference<ForceReleaseResult> broken = new AtomicReference<>();
         return read(connection, id).flatMap(seenByA -> {
             timeline.add(WORKER_A, "read", "reads: ledger " + seenByA.ledgerTotal(), heldA.token(), "ok",
                     "reads invoice " + id + ": status " + seenByA.status() + ", ledger " + seenByA.ledgerTotal());
-            workerA.stall();
+            workerA.services.stall();
             timeline.add(WORKER_A, "paused", "pauses", heldA.token(), "info", "is paused: its connections to Redis and "
                     + "PostgreSQL stop moving (renewals stall too)");
+            if (variant.breakable()) {
+                stalledLocks.register(name, result -> {
+                    if (result.outcome() == ForceReleaseResult.Outcome.RELEASED) {
+                        broken.set(result);
+                        timeline.add(LOCK_SERVICE, "force-released", "lock broken by hand", result.token(), "lost",
+                                "force-releases " + name + " (token " + result.token() + ", holder '"
+                                + result.holderLabel() + "'): " + result.reason());
+                    }
+                });
+            }
 
             Mono<Outcome> writeA = Mono.defer(() -> {
                 timeline.add(WORKER_A, "write-sent", "sends its write", heldA.token(), "waiting",
@@ -156,11 +226,14 @@ class ScenarioService implements DisposableBean {
 
             Mono<ScenarioArm.Held> runB = Mono.defer(() -> {
                 timeline.add(WORKER_B, "acquire", "asks for the lock", null, "waiting",
-                        "asks for " + name + "; it is held by A until A's lease runs out in Redis");
-                return workerB.acquire(name, WORKER_B_WAIT);
+                        "asks for " + name + "; it is held by A until A's lease runs out in Redis"
+                        + (variant.breakable() ? " or someone breaks A's lock" : ""));
+                return workerB.acquire(name, variant.waitB());
             }).flatMap(heldB -> {
+                stalledLocks.unregister(name);
                 timeline.add(LOCK_SERVICE, "granted", "grants B", heldB.token(), "ok",
-                        "A's lease expired unrenewed; grants " + name + " to worker B " + heldB.grant());
+                        (broken.get() != null ? "A's lock was broken; " : "A's lease expired unrenewed; ")
+                        + "grants " + name + " to worker B " + heldB.grant());
                 return Mono.usingWhen(database.create(),
                                 connectionB -> read(connectionB, id).flatMap(seenByB -> arm.write(connectionB, heldB,
                                         seenByB, WORKER_B).doOnNext(rows -> {
@@ -178,7 +251,7 @@ class ScenarioService implements DisposableBean {
             }).doOnNext(heldB -> {
                 timeline.add(WORKER_A, "resumes", "resumes", heldA.token(), "info",
                         "resumes: its connections move again and its write reaches PostgreSQL");
-                workerA.resume();
+                workerA.services.resume();
             });
 
             // A's write is subscribed first, so it is sent before B even asks for the lock.
@@ -190,10 +263,11 @@ class ScenarioService implements DisposableBean {
                         + ", ledger " + last.ledgerTotal());
                 Long tokenB = results.getT2().token();
                 boolean kept = WORKER_B.equals(last.processedBy()) && Objects.equals(last.fencingToken(), tokenB);
-                return new ScenarioReport(arm.fencing(), id, name, HOW, WORKER_A_LEASE.toMillis(), heldA.token(),
+                return new ScenarioReport(arm.fencing(), id, name, variant.breakable() ? HOW_STUCK : HOW,
+                        variant.leaseA().toMillis(), heldA.token(),
                         tokenB, results.getT1().rejected(), kept, results.getT1().rejection(), last, timeline.events());
             }));
-        });
+        }).doFinally(signal -> stalledLocks.unregister(name));
     }
 
     private static Mono<Invoice> read(Connection connection, long id) {
@@ -202,56 +276,11 @@ class ScenarioService implements DisposableBean {
                 .single();
     }
 
-    private Mono<WorkerA> openWorkerA(ScenarioArm arm) {
-        ConnectionFactoryOptions postgres = postgresOptions();
-        String postgresHost = postgres.getRequiredValue(ConnectionFactoryOptions.HOST).toString();
-        Object postgresPort = postgres.getValue(ConnectionFactoryOptions.PORT);
-        int port = postgresPort == null ? 5432 : Integer.parseInt(postgresPort.toString());
-        return Mono.zip(StallableRelay.open(relayLoop, redis.getHost(), redis.getPort()),
-                        StallableRelay.open(relayLoop, postgresHost, port))
-                // Looking up the R2DBC driver reads jar files, and a lock client draws its id from SecureRandom:
-                // both may block, so not on an event loop.
-                .publishOn(Schedulers.boundedElastic())
-                .flatMap(relays -> {
-                    RedisURI viaRelay = RedisURI.create(redis.toURI().toString());
-                    viaRelay.setHost("127.0.0.1");
-                    viaRelay.setPort(relays.getT1().port());
-                    ConnectionFactoryOptions.Builder options = ConnectionFactoryOptions.builder()
-                            .option(ConnectionFactoryOptions.DRIVER, "postgresql")
-                            .option(ConnectionFactoryOptions.HOST, "127.0.0.1")
-                            .option(ConnectionFactoryOptions.PORT, relays.getT2().port());
-                    copy(postgres, options, ConnectionFactoryOptions.DATABASE);
-                    copy(postgres, options, ConnectionFactoryOptions.USER);
-                    copy(postgres, options, ConnectionFactoryOptions.PASSWORD);
-                    return arm.workerA(viaRelay, WORKER_A_LEASE)
-                            .map(locks -> new WorkerA(locks, ConnectionFactories.get(options.build()), relays.getT1(),
-                                    relays.getT2()))
-                            .onErrorResume(e -> relays.getT1().close().then(relays.getT2().close())
-                                    .then(Mono.error(e)));
-                });
-    }
-
-    private ConnectionFactoryOptions postgresOptions() {
-        String url = environment.getRequiredProperty("spring.r2dbc.url");
-        ConnectionFactoryOptions.Builder options = ConnectionFactoryOptions.parse(url).mutate();
-        String user = environment.getProperty("spring.r2dbc.username");
-        String password = environment.getProperty("spring.r2dbc.password");
-        if (user != null) {
-            options.option(ConnectionFactoryOptions.USER, user);
-        }
-        if (password != null) {
-            options.option(ConnectionFactoryOptions.PASSWORD, password);
-        }
-        return options.build();
-    }
-
-    @SuppressWarnings("unchecked")
-    private static void copy(ConnectionFactoryOptions from, ConnectionFactoryOptions.Builder to,
-            io.r2dbc.spi.Option<?> option) {
-        Object value = from.getValue(option);
-        if (value != null) {
-            to.option((io.r2dbc.spi.Option<Object>) option, value);
-        }
+    private Mono<WorkerA> openWorkerA(ScenarioArm arm, Variant variant) {
+        return RelayedServices.open(relayLoop, redis, environment)
+                .flatMap(services -> arm.workerA(services.redis(), variant.leaseA())
+                        .map(locks -> new WorkerA(locks, services))
+                        .onErrorResume(e -> services.close().then(Mono.error(e))));
     }
 
     @Override
@@ -260,39 +289,38 @@ class ScenarioService implements DisposableBean {
         relayLoop.shutdownGracefully(0, 2, TimeUnit.SECONDS);
     }
 
-    /** Worker A's own locks and database connection factory, both reaching their servers through relays. */
+    /** Worker A's own locks and its way to Redis and PostgreSQL, through relays. */
     private static final class WorkerA {
 
         final ScenarioArm.Locks locks;
-        final ConnectionFactory database;
-        private final StallableRelay redisRelay;
-        private final StallableRelay postgresRelay;
+        final RelayedServices services;
 
-        WorkerA(ScenarioArm.Locks locks, ConnectionFactory database, StallableRelay redisRelay,
-                StallableRelay postgresRelay) {
+        WorkerA(ScenarioArm.Locks locks, RelayedServices services) {
             this.locks = locks;
-            this.database = database;
-            this.redisRelay = redisRelay;
-            this.postgresRelay = postgresRelay;
-        }
-
-        void stall() {
-            redisRelay.stall();
-            postgresRelay.stall();
-        }
-
-        void resume() {
-            redisRelay.resume();
-            postgresRelay.resume();
+            this.services = services;
         }
 
         Mono<Void> close() {
-            resume();
-            return locks.close().then(redisRelay.close()).then(postgresRelay.close());
+            services.resume();
+            return locks.close().then(services.close());
         }
     }
 
+    /**
+     * How long worker A's lease is, how long worker B waits, and whether A's lock may be broken by hand while A is
+     * paused.
+     */
+    private record Variant(Duration leaseA, Duration waitB, boolean breakable) {
+    }
+
     private record Outcome(boolean rejected, @Nullable String rejection) {
+    }
+
+    /** A stuck run started in the background: its cached report, and its end (report or error) once it ended. */
+    private record StuckRun(Mono<ScenarioReport> report, AtomicReference<Object> finished) {
+        StuckRun(Mono<ScenarioReport> report) {
+            this(report, new AtomicReference<>());
+        }
     }
 
     /** Events from several threads, with offsets from one start. */

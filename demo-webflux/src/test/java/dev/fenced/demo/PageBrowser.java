@@ -40,7 +40,11 @@ abstract class PageBrowser implements AutoCloseable {
     /** Which engine this is, for messages. */
     abstract String name();
 
-    /** Opens {@code url}, waits until the page's body leaves {@code data-state="running"}, and returns the DOM. */
+    /**
+     * Opens {@code url}, waits until the page's body leaves {@code data-state="running"} and, when the address asks
+     * the page to play a story ({@code ?play=...}), {@code data-play="running"}, and returns the DOM. A page that
+     * plays a story closes its live streams when it is over, so that a one-shot browser can dump it.
+     */
     abstract HtmlPage open(String url, Path workDirectory) throws IOException, InterruptedException;
 
     /** Saves a screenshot of {@code url} as {@code png}; empty if this engine cannot take one. */
@@ -87,7 +91,8 @@ abstract class PageBrowser implements AutoCloseable {
         HtmlPage open(String url, Path workDirectory) throws IOException {
             HtmlPage page = client.getPage(url);
             long deadline = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(BUDGET_MILLIS);
-            while (state(page) == null || "running".equals(state(page))) {
+            while (state(page, "data-state") == null || "running".equals(state(page, "data-state"))
+                    || "running".equals(state(page, "data-play"))) {
                 if (System.nanoTime() - deadline > 0) {
                     fail("The page's script did not finish within " + BUDGET_MILLIS + " ms in HtmlUnit: "
                             + page.asXml());
@@ -97,8 +102,11 @@ abstract class PageBrowser implements AutoCloseable {
             return page;
         }
 
-        private static @Nullable String state(HtmlPage page) {
-            return page.getBody() == null ? null : page.getBody().getAttribute("data-state");
+        private static @Nullable String state(HtmlPage page, String attribute) {
+            if (page.getBody() == null || !page.getBody().hasAttribute(attribute)) {
+                return null;
+            }
+            return page.getBody().getAttribute(attribute);
         }
 
         @Override

@@ -29,9 +29,11 @@ final class ScenarioPageIT extends DemoTestSupport {
     void firstScreenShowsTheOverwriteWithoutFencingBesideTheRejectionWithIt() throws Exception {
         try (PageBrowser browser = PageBrowser.find()) {
             LOG.info("ScenarioPageIT drives {}", browser.name());
-            HtmlPage page = browser.open(baseUrl() + "/", TARGET);
+            // ?play=scenario only closes the page's live streams once the first screen is drawn (see live.js).
+            HtmlPage page = browser.open(baseUrl() + "/?play=scenario", TARGET);
 
             assertThat(page.getBody().getAttribute("data-state")).as(page.asXml()).isEqualTo("done");
+            assertThat(page.getBody().getAttribute("data-play")).isEqualTo("done");
 
             DomElement unfenced = arm(page, "unfenced");
             assertThat(text(unfenced, ".verdict")).isEqualTo("Worker A's late write was accepted and overwrote worker "
@@ -55,7 +57,7 @@ final class ScenarioPageIT extends DemoTestSupport {
 
             Path png = TARGET.resolve("scenario-page.png").toAbsolutePath();
             Files.deleteIfExists(png);
-            Optional<Path> screenshot = browser.screenshot(baseUrl() + "/", png, TARGET);
+            Optional<Path> screenshot = browser.screenshot(baseUrl() + "/?play=scenario", png, TARGET);
             if (screenshot.isPresent()) {
                 byte[] bytes = Files.readAllBytes(png);
                 assertThat(bytes.length).isGreaterThan(10_000);
