@@ -341,7 +341,8 @@ class JobRunnerTest {
         CompletableFuture<Void> closed = client.closeLater().toFuture();
         elapse(10_000);
 
-        assertThat(tick).as("the tick emitted its outcome after the close").isDone();
         assertThat(closed).succeedsWithin(Duration.ofSeconds(10));
+        assertThat(tick).as("the tick emitted its outcome after the close").isDone();
+        assertThat(tick.join().status()).isEqualTo(JobOutcome.Status.RAN);
     }
 }

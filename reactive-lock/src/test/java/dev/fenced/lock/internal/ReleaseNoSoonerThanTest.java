@@ -210,7 +210,8 @@ class ReleaseNoSoonerThanTest {
         CompletableFuture<Void> closed = client.closeLater().toFuture();
         elapse(10_000);
 
-        assertThat(tail).as("the tail ended after the close").isDone();
         assertThat(closed).succeedsWithin(Duration.ofSeconds(10));
+        assertThat(tail).as("the tail was written after the renewal, before the store closed").isDone()
+                .isCompletedWithValue(ReleaseOutcome.LEFT_TO_EXPIRE);
     }
 }
