@@ -28,15 +28,21 @@ import java.lang.annotation.Target;
  * for the tick to end; called on a non-blocking thread (a Reactor or Netty event loop) they fail at once with
  * {@link IllegalStateException}. At lockAtMostFor the thread running the method is interrupted; a method that ignores
  * interruption runs on without its lease (its fenced writes are refused), and the calling thread waits for it before
- * it returns, so this instance does not start the next tick meanwhile.
+ * it returns, so this instance does not start the next tick meanwhile; a call from another thread (a second schedule
+ * on the method, another caller) is skipped, logged at WARN, until the method has returned. A method whose task is
+ * still queued on {@code boundedElastic} when its tick is cut off (or loses its lease) is never started. A plain
+ * method returns {@code void}: a skipped tick has no value to return, and Spring ignores the value anyway.
  *
  * <p>In both cases a job that fails propagates its error, as without the annotation (the tick's outcome is also
  * logged); a tick that is skipped, cut off, lost or finds the lock server down completes normally, so the schedule
- * goes on. The bean is proxied (a CGLIB subclass), so the class and the method must not be final, and only calls
- * through the proxy (the scheduler's) are guarded.
+ * goes on. The bean is proxied (a CGLIB subclass), so the class must not be final, and only calls through the proxy
+ * (the scheduler's) are guarded. Methods of the same {@code name} share one lock: they never run at once, in this
+ * instance or across instances (a tick of one is skipped while another holds the lock).
  *
- * <p>Start-up fails with {@link FencedScheduledException} for a method that is not {@code @Scheduled}, a blank or
- * invalid name, a duration that does not parse, or {@code lockAtLeastFor > lockAtMostFor}. Attribute values may hold
+ * <p>Start-up fails with {@link FencedScheduledException} for a method that is not {@code @Scheduled}, a final,
+ * private or static method (the proxy cannot intercept it, so it would run with no lock), a plain method that does
+ * not return {@code void}, a blank or invalid name, a duration that does not parse, or
+ * {@code lockAtLeastFor > lockAtMostFor}. Attribute values may hold
  * {@code ${...}} placeholders; durations are Spring Boot duration strings ({@code 30s}, {@code 5m}, {@code PT5M}).
  */
 @Target(ElementType.METHOD)

@@ -4,9 +4,11 @@ import dev.fenced.lock.FencedJob;
 import dev.fenced.lock.FencedLockClient;
 import dev.fenced.lock.JobOutcome;
 import java.lang.reflect.Method;
+import java.lang.reflect.Modifier;
 import java.lang.reflect.UndeclaredThrowableException;
 import java.time.Duration;
 import java.util.Map;
+import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.atomic.AtomicReference;
@@ -33,6 +35,8 @@ import org.springframework.scheduling.annotation.Schedules;
 import reactor.core.publisher.Flux;
 import reactor.core.publisher.Mono;
 import reactor.core.scheduler.Schedulers;
+import reactor.util.Logger;
+import reactor.util.Loggers;
 
 /**
  * Proxies beans with {@link FencedScheduled} methods so that each call runs as a job of the {@link FencedLockClient}.
@@ -43,10 +47,13 @@ import reactor.core.scheduler.Schedulers;
 final class FencedScheduledPostProcessor extends AbstractAdvisingBeanPostProcessor implements BeanFactoryAware {
 
     private static final long serialVersionUID = 1L;
+    private static final Logger log = Loggers.getLogger(FencedScheduledPostProcessor.class);
 
     private final transient ObjectProvider<FencedLockClient> clients;
     private final String namePrefix;
     private final transient Map<Method, Plan> plans = new ConcurrentHashMap<>();
+    /** The plain calls of this context whose method has not returned yet, whatever their tick's outcome. */
+    private final transient Set<PlainRun> plainRuns = ConcurrentHashMap.newKeySet();
     private transient @Nullable ConfigurableBeanFactory beanFactory;
 
     /**
@@ -87,6 +94,12 @@ final class FencedScheduledPostProcessor extends AbstractAdvisingBeanPostProcess
                 && !AnnotatedElementUtils.hasAnnotation(method, Schedules.class)) {
             throw FencedScheduledException.notScheduled(beanName, method);
         }
+        int modifiers = method.getModifiers();
+        if (Modifier.isStatic(modifiers) || Modifier.isPrivate(modifiers) || Modifier.isFinal(modifiers)) {
+            String kind = Modifier.isStatic(modifiers) ? "static" : Modifier.isPrivate(modifiers) ? "private" : "final";
+            throw FencedScheduledException.invalid(beanName, method, "it is " + kind + ", so the proxy cannot run it "
+                    + "under its lock (each call would run unguarded); make it a non-final, non-private instance method", null);
+        }
         String name = resolve(annotation.name()).strip();
         if (name.isEmpty()) {
             throw FencedScheduledException.blankName(beanName, method);
@@ -106,6 +119,11 @@ final class FencedScheduledPostProcessor extends AbstractAdvisingBeanPostProcess
         if (reactive && returns != Mono.class && returns != Flux.class && returns != Publisher.class) {
             throw FencedScheduledException.invalid(beanName, method, "it returns " + returns.getName()
                     + "; a reactive @FencedScheduled method returns Mono, Flux or Publisher", null);
+        }
+        if (!reactive && returns != void.class) {
+            // A skipped or cut-off tick has no value to return, and Spring ignores a scheduled method's value anyway.
+            throw FencedScheduledException.invalid(beanName, method, "it returns " + returns.getName()
+                    + "; a plain @FencedScheduled method returns void (a reactive one Mono, Flux or Publisher)", null);
         }
         try {
             FencedJob job = FencedJob.of(namePrefix + name, atMost).withLockAtLeastFor(atLeast);
@@ -189,9 +207,24 @@ final class FencedScheduledPostProcessor extends AbstractAdvisingBeanPostProcess
                         + "but was called on a non-blocking thread (" + Thread.currentThread().getName() + "): call it "
                         + "from a scheduler thread, or make it return Mono or Flux");
             }
-            PlainRun run = new PlainRun(invocation);
-            JobOutcome outcome = clients.getObject().runJob(plan.job(), run.body()).block();
-            run.awaitEnd();
+            String name = plan.job().name();
+            for (PlainRun earlier : plainRuns) {
+                if (earlier.overruns(name)) {
+                    // Its tick has ended (the lock is released), but its method has not: never two copies at once here.
+                    log.warn("Job '{}' skipped: the method of its tick cut off at lockAtMostFor (or that lost its lock) "
+                            + "is still running in this instance", name);
+                    return null;
+                }
+            }
+            PlainRun run = new PlainRun(name, invocation);
+            plainRuns.add(run);
+            JobOutcome outcome;
+            try {
+                outcome = clients.getObject().runJob(plan.job(), run.body()).block();
+                run.awaitEnd();
+            } finally {
+                plainRuns.remove(run);
+            }
             if (outcome != null && outcome.status() == JobOutcome.Status.FAILED && outcome.error().isPresent()) {
                 throw unwrap(outcome.error().get());
             }
@@ -213,18 +246,32 @@ final class FencedScheduledPostProcessor extends AbstractAdvisingBeanPostProcess
 
     /**
      * One call of a plain method as a job's body: it runs on boundedElastic, is interrupted when the tick is
-     * cancelled (cut off at lockAtMostFor, the lease lost), and the caller can wait for it to end.
+     * cancelled (cut off at lockAtMostFor, the lease lost), is not started at all if the tick was cancelled while its
+     * task was still queued, and the caller can wait for it to end.
      */
     private static final class PlainRun {
 
+        private final String job;
         private final MethodInvocation invocation;
         private final CountDownLatch ended = new CountDownLatch(1);
         private final AtomicReference<@Nullable Object> result = new AtomicReference<>();
         private volatile boolean started;
         private @Nullable Thread runner; // guarded by this
+        private boolean cancelled; // guarded by this
 
-        PlainRun(MethodInvocation invocation) {
+        PlainRun(String job, MethodInvocation invocation) {
+            this.job = job;
             this.invocation = invocation;
+        }
+
+        /** Whether this is a call of {@code name} whose tick was cancelled while its method still runs. */
+        boolean overruns(String name) {
+            synchronized (this) {
+                if (!cancelled) {
+                    return false;
+                }
+            }
+            return job.equals(name) && ended.getCount() > 0;
         }
 
         Mono<Object> body() {
@@ -242,6 +289,11 @@ final class FencedScheduledPostProcessor extends AbstractAdvisingBeanPostProcess
 
         private void run(reactor.core.publisher.MonoSink<Object> sink) {
             synchronized (this) {
+                if (cancelled) {
+                    // Cut off (or lost) while queued: the lock may be gone already, so the method must not start.
+                    ended.countDown();
+                    return;
+                }
                 runner = Thread.currentThread();
             }
             try {
@@ -259,6 +311,7 @@ final class FencedScheduledPostProcessor extends AbstractAdvisingBeanPostProcess
         }
 
         private synchronized void interrupt() {
+            cancelled = true;
             Thread thread = runner;
             if (thread != null) {
                 thread.interrupt();

@@ -88,7 +88,7 @@ class FencedScheduledTest {
         }
 
         @Scheduled(fixedDelay = 1, timeUnit = TimeUnit.DAYS, initialDelay = 1)
-        @FencedScheduled(name = "overrun", lockAtMostFor = "300ms")
+        @FencedScheduled(name = "overrun", lockAtMostFor = "1s") // time for its task to start, on a loaded machine too
         void overrun() {
             try {
                 Thread.sleep(60_000);
@@ -163,6 +163,94 @@ class FencedScheduledTest {
         });
     }
 
+    static final AtomicInteger stubbornRunning = new AtomicInteger();
+    static final AtomicInteger stubbornMostAtOnce = new AtomicInteger();
+    static volatile CountDownLatch stubbornStarted = new CountDownLatch(1);
+
+    static class Stubborn {
+        /** Ignores interruption for 3 s, as much blocking code does (a JDBC call, a busy loop). */
+        @Scheduled(fixedDelay = 1, timeUnit = TimeUnit.DAYS, initialDelay = 1)
+        @Scheduled(fixedDelay = 1, timeUnit = TimeUnit.DAYS, initialDelay = 2)
+        @FencedScheduled(name = "stubborn", lockAtMostFor = "1s")
+        public void run() {
+            stubbornMostAtOnce.accumulateAndGet(stubbornRunning.incrementAndGet(), Math::max);
+            stubbornStarted.countDown();
+            long until = System.nanoTime() + TimeUnit.SECONDS.toNanos(3);
+            while (System.nanoTime() - until < 0) {
+                Thread.onSpinWait();
+                Thread.interrupted();
+            }
+            stubbornRunning.decrementAndGet();
+        }
+    }
+
+    /**
+     * Once its tick is cut off, a plain method that ignores interruption runs on without the lock: a second trigger
+     * (two schedules on the method, or another caller) in the same instance is skipped until it has returned.
+     */
+    @Test
+    void aPlainMethodStillRunningAfterItsCutOffIsNotStartedAgainInTheSameInstance() {
+        stubbornRunning.set(0);
+        stubbornMostAtOnce.set(0);
+        stubbornStarted = new CountDownLatch(1);
+        runner.withUserConfiguration(SchedulingOnly.class).withBean("job", Stubborn.class).run(context -> {
+            assertThat(context).hasNotFailed();
+            Stubborn job = context.getBean(Stubborn.class);
+            CompletableFuture<Void> first = CompletableFuture.runAsync(job::run);
+            assertThat(stubbornStarted.await(10, TimeUnit.SECONDS)).isTrue();
+            Thread.sleep(1_500); // past lockAtMostFor: the first tick is cut off and its lock released; its method runs on
+            assertThat(context.getBean(FencedLockTestKit.class).holder("stubborn")).as("released at the cap").isEmpty();
+            CompletableFuture<Void> second = CompletableFuture.runAsync(job::run);
+            second.get(20, TimeUnit.SECONDS);
+            first.get(20, TimeUnit.SECONDS);
+            assertThat(stubbornMostAtOnce).as("copies of the method running at once in one instance").hasValue(1);
+        });
+    }
+
+    static final AtomicInteger queuedRuns = new AtomicInteger();
+
+    static class Queued {
+        @Scheduled(fixedDelay = 1, timeUnit = TimeUnit.DAYS, initialDelay = 1)
+        @FencedScheduled(name = "queued", lockAtMostFor = "300ms")
+        public void run() {
+            queuedRuns.incrementAndGet();
+        }
+    }
+
+    /**
+     * A plain method whose boundedElastic task is still queued when its tick is cut off (every boundedElastic thread
+     * busy) is never started: the lock it would run under has been released.
+     */
+    @Test
+    void aPlainMethodCutOffBeforeItsTaskStartedIsNotRunAfterTheLockWasReleased() {
+        queuedRuns.set(0);
+        runner.withUserConfiguration(SchedulingOnly.class).withBean("job", Queued.class).run(context -> {
+            assertThat(context).hasNotFailed();
+            CountDownLatch busy = new CountDownLatch(1);
+            reactor.core.Disposable.Composite blockers = reactor.core.Disposables.composite();
+            try {
+                for (int i = 0; i < Schedulers.DEFAULT_BOUNDED_ELASTIC_SIZE; i++) {
+                    blockers.add(Schedulers.boundedElastic().schedule(() -> {
+                        try {
+                            busy.await();
+                        } catch (InterruptedException e) {
+                            Thread.currentThread().interrupt();
+                        }
+                    }));
+                }
+                CompletableFuture<Void> tick = CompletableFuture.runAsync(context.getBean(Queued.class)::run);
+                Thread.sleep(1_000); // past lockAtMostFor: the tick is cut off and its lock released, its task queued
+                assertThat(context.getBean(FencedLockTestKit.class).holder("queued")).as("released at the cap").isEmpty();
+                busy.countDown(); // boundedElastic frees up: the queued task starts
+                tick.get(20, TimeUnit.SECONDS);
+            } finally {
+                busy.countDown();
+                blockers.dispose();
+            }
+            assertThat(queuedRuns).as("runs of the method after its lock was released").hasValue(0);
+        });
+    }
+
     @Test
     void aFailingPlainMethodPropagatesItsErrorAndReleasesTheLock() {
         runner.withUserConfiguration(Jobs.class).run(context -> {
@@ -234,6 +322,28 @@ class FencedScheduledTest {
         }
     }
 
+    static class FinalMethod {
+        @Scheduled(fixedDelay = 1, timeUnit = TimeUnit.DAYS, initialDelay = 1)
+        @FencedScheduled(name = "x", lockAtMostFor = "10s")
+        public final void run() {
+        }
+    }
+
+    static class PrivateMethod {
+        @Scheduled(fixedDelay = 1, timeUnit = TimeUnit.DAYS, initialDelay = 1)
+        @FencedScheduled(name = "x", lockAtMostFor = "10s")
+        private void run() {
+        }
+    }
+
+    static class ReturnsAValue {
+        @Scheduled(fixedDelay = 1, timeUnit = TimeUnit.DAYS, initialDelay = 1)
+        @FencedScheduled(name = "x", lockAtMostFor = "10s")
+        public int run() {
+            return 42;
+        }
+    }
+
     private void failsToStart(Class<?> job, String message) {
         runner.withUserConfiguration(SchedulingOnly.class).withBean("job", job).run(context -> {
             assertThat(context).hasFailed();
@@ -273,6 +383,28 @@ class FencedScheduledTest {
     void aDurationThatDoesNotParseStopsTheStartUp() {
         failsToStart(BadDuration.class, "@FencedScheduled method BadDuration.run() of bean 'job': lockAtMostFor 'ten seconds' "
                 + "is not a duration (use a Spring Boot duration such as 30s, 5m or PT5M)");
+    }
+
+    /** The CGLIB proxy cannot intercept a final (or private, or static) method: each call would run with no lock. */
+    @Test
+    void aFinalMethodStopsTheStartUp() {
+        failsToStart(FinalMethod.class, "@FencedScheduled method FinalMethod.run() of bean 'job': it is final, so the "
+                + "proxy cannot run it under its lock (each call would run unguarded); make it a non-final, non-private "
+                + "instance method");
+    }
+
+    @Test
+    void aPrivateMethodStopsTheStartUp() {
+        failsToStart(PrivateMethod.class, "@FencedScheduled method PrivateMethod.run() of bean 'job': it is private, so "
+                + "the proxy cannot run it under its lock (each call would run unguarded); make it a non-final, "
+                + "non-private instance method");
+    }
+
+    /** A skipped or cut-off tick has no value to return (a primitive would fail in the proxy): only void. */
+    @Test
+    void aPlainMethodReturningAValueStopsTheStartUp() {
+        failsToStart(ReturnsAValue.class, "@FencedScheduled method ReturnsAValue.run() of bean 'job': it returns int; a "
+                + "plain @FencedScheduled method returns void (a reactive one Mono, Flux or Publisher)");
     }
 
     @Test

@@ -128,7 +128,10 @@ public interface FencedLease {
      * lease is not held ({@link #isHeld()} false, {@link #lost()} completed empty), {@link #release()} emits the
      * same outcome without I/O (so it cannot free the lock early), the client does not count it among its held
      * leases, and closing the client leaves the lock to expire. Cold, idempotent and fails as {@link #release()}
-     * does. The tail is not bounded by a hold cap: asking for it is asking for the lock to stay taken.
+     * does. The tail is not bounded by a hold cap: asking for it is asking for the lock to stay taken. The tail waits
+     * for a renewal of the lease in flight (so that no renewal sent earlier lands after it); closing the client
+     * meanwhile waits for both, up to two command timeouts, and the returned {@code Mono} always terminates: past
+     * that wait it fails as the tail's command does (the lock then expires with its last renewal).
      *
      * <p>The default implementation, for leases not made by this library, fails with
      * {@link UnsupportedOperationException}.
@@ -153,7 +156,8 @@ public interface FencedLease {
      * loses it with {@link LossReason#NOT_HELD}); fails with {@link LockServiceException} when the service could
      * not be reached (the lease and its old cap stay as they were). Emits on the client's emission scheduler (by
      * default {@code Schedulers.parallel()}), never on the thread that renews. A nested view moves the enclosing
-     * lease's cap.
+     * lease's cap. Closing the client while it waits or is in flight ends it: with its reply if that came within
+     * the close's wait for commands in flight, else with {@code false}.
      *
      * <p>The default implementation, for leases not made by this library, fails with
      * {@link UnsupportedOperationException}.

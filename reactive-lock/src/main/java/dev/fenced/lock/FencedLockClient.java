@@ -258,8 +258,9 @@ public interface FencedLockClient extends AutoCloseable {
      * {@link LossReason#CLIENT_CLOSED}) and released, in parallel, before the store stops taking commands (so
      * another client can take their locks at once; a release that fails is logged with the lock name and its
      * cause, and that lock expires with its lease), undos of abandoned acquires waiting out a back-off run at
-     * once, the releases and undos still in flight get up to the command timeout to finish, then the
-     * connections close. On PostgreSQL an acquire that failed without a reply (a timeout, a reset) may still
+     * once, the renewals, releases and undos still in flight get up to the command timeout to finish (a
+     * {@link FencedLease#releaseNoSoonerThan} tail being written, which may wait for a renewal in flight first, up
+     * to two command timeouts, so that the lock stays taken for the whole tail), then the connections close. On PostgreSQL an acquire that failed without a reply (a timeout, a reset) may still
      * take the lock in the database for one command timeout plus 1 s after its failure (a statement waiting on
      * a row lock whose cancel could not be delivered): close goes on undoing it, at most 200 ms apart, until
      * that window has passed, so that no late grant holds a lock for nobody after close; an acquire that

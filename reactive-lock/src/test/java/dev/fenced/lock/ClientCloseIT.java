@@ -9,6 +9,8 @@ import dev.fenced.testservices.TcpProxy;
 import java.time.Duration;
 import java.util.List;
 import java.util.UUID;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.extension.ExtendWith;
 import reactor.core.publisher.Flux;
@@ -83,6 +85,34 @@ class ClientCloseIT {
                 StepVerifier.create(next.tryAcquire(name).flatMap(FencedLease::release))
                         .as(name).expectNext(ReleaseOutcome.RELEASED).expectComplete().verify(BOUND);
             }
+        }
+    }
+
+    /**
+     * A tail asked for while a renewal is in flight (Redis answering 900 ms late; lease 3 s, renewed every second),
+     * then the client closed at once, as a shutdown right after a job's tick: close waits for the renewal and the
+     * tail, so the lock stays taken for the whole tail (not only until the last renewal's expiry) and the tail ends.
+     */
+    @Test
+    void aTailAskedForJustBeforeCloseIsWrittenAndItsMonoEnds(RedisServer redis) throws Exception {
+        String prefix = "close-" + UUID.randomUUID() + ":";
+        try (TcpProxy slow = TcpProxy.start(redis.host(), redis.port());
+                FencedLockClient other = FencedLockClient.builder().redisUri(redis.uri()).keyPrefix(prefix).build()) {
+            FencedLockClient client = FencedLockClient.builder().redisUri("redis://" + slow.host() + ":" + slow.port())
+                    .keyPrefix(prefix).leaseTime(Duration.ofSeconds(3)).build();
+            long start = System.nanoTime();
+            FencedLease lease = client.acquire("tail").block(BOUND);
+            assertThat(lease).isNotNull();
+            slow.delayReplies(900);
+            Thread.sleep(1_300); // a renewal (sent at about 1 s) is in flight until about 1.9 s
+
+            CompletableFuture<ReleaseOutcome> tail = lease.releaseNoSoonerThan(Duration.ofSeconds(10)).toFuture();
+            client.close();
+            Thread.sleep(Math.max(0, 6_500 - TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - start)));
+
+            assertThat(tail).as("the tail ended").succeedsWithin(BOUND).isEqualTo(ReleaseOutcome.LEFT_TO_EXPIRE);
+            StepVerifier.create(other.tryAcquire("tail")).as("taken 6.5 s after the grant, inside the 10 s tail")
+                    .verifyComplete();
         }
     }
 }

@@ -382,6 +382,15 @@ final class HeldLease implements FencedLease {
     }
 
     /**
+     * On close: completes once this lease, if it is being released (a tail waiting for the renewal in flight, then
+     * writing its last expiry), is released or lost, so that close does not stop the renewer and the store under
+     * it; at once otherwise. Close bounds the wait.
+     */
+    Mono<Void> releaseEnded() {
+        return state.get() == State.RELEASING ? lost.asMono().onErrorResume(e -> Mono.empty()).then() : Mono.empty();
+    }
+
+    /**
      * Loses the lease because its server changed, and frees its key in case the new server kept it (a
      * failover to a replica that had it), so the next holder need not wait out the lease.
      */

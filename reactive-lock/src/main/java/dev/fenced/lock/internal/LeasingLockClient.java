@@ -411,9 +411,11 @@ public final class LeasingLockClient implements FencedLockClient {
     /**
      * Closes in order, each step bounded, so that close is prompt whatever the lock service does: no new
      * acquire or wait; every held lease lost ({@code CLIENT_CLOSED}) and released; the store commands still in
-     * flight (releases, undos, acquires whose grants are released again) given up to the command timeout to
-     * finish, and the undos of acquires that may still take effect up to the store's late-grant window more
-     * (an acquire failing within the command timeout, and its window after that); the connections closed; the
+     * flight (renewals, releases, undos, acquires whose grants are released again) given up to the command timeout
+     * to finish, and the tails being written ({@link HeldLease#releaseNoSoonerThan}: the renewal in flight they wait
+     * for, then their own command) up to two command timeouts, and the undos of acquires that may still take
+     * effect up to the store's late-grant window more (an acquire failing within the command timeout, and its
+     * window after that); the connections closed; the
      * scheduler, if the client owns it, disposed.
      */
     private Mono<Void> doClose() {
@@ -423,6 +425,18 @@ public final class LeasingLockClient implements FencedLockClient {
         List<HeldLease> unsettled = registry.snapshot();
         Duration bound = runtime.commandTimeout().plus(runtime.store().lateGrantWindow()).plus(Duration.ofMillis(100));
         ClientSettings settings = runtime.settings();
+        // A tail being written is two commands in a row (the renewal in flight it waits for, then its own), and the
+        // lock must stay taken for the whole tail: it gets two command timeouts.
+        Duration tailBound = runtime.commandTimeout().multipliedBy(2).plus(Duration.ofMillis(100));
+        Mono<Void> tails = Flux.fromIterable(unsettled)
+                .flatMap(HeldLease::releaseEnded)
+                .then()
+                .timeout(tailBound, Schedulers.parallel())
+                .onErrorResume(e -> {
+                    log.warn("Lock tails still being written after {} ms on close; closing anyway: {}", tailBound.toMillis(),
+                            e.toString());
+                    return Mono.empty();
+                });
         return Flux.fromIterable(unsettled)
                 .flatMap(HeldLease::closeAndRelease)
                 // Undos waiting out a back-off run now, while the store still takes commands, and go on until the
@@ -434,6 +448,7 @@ public final class LeasingLockClient implements FencedLockClient {
                     log.warn("Lock commands still in flight after {} ms on close; closing anyway: {}", bound.toMillis(), e.toString());
                     return Mono.empty();
                 })
+                .and(tails)
                 .then(Mono.fromRunnable(() -> registry.snapshot().forEach(HeldLease::settleOnClose)))
                 .then(Mono.fromRunnable(renewer::stop))
                 // Bounded apart. close() waits CLOSE_WAIT for all this; past it, closing goes on in the background.

@@ -14,6 +14,7 @@ import java.util.concurrent.atomic.AtomicInteger;
 import org.jspecify.annotations.Nullable;
 import reactor.core.Disposable;
 import reactor.core.publisher.Mono;
+import reactor.core.publisher.MonoSink;
 import reactor.core.scheduler.Scheduler;
 import reactor.util.Logger;
 import reactor.util.Loggers;
@@ -73,6 +74,9 @@ final class Renewer {
     private final Queue<HeldLease> inbox = new ConcurrentLinkedQueue<>();
     private final AtomicInteger changesSinceDrain = new AtomicInteger();
     private volatile long armedAt = UNARMED;
+    // How each caller waiting on the worker (settled, moveCap) is ended if the worker stops first: a task the
+    // disposed worker drops, or a reply it can no longer take, must not leave the caller's Mono hanging.
+    private final Set<Runnable> endOnStop = ConcurrentHashMap.newKeySet();
 
     // Confined to the worker.
     private final LeaseHeap heap = new LeaseHeap();
@@ -135,9 +139,27 @@ final class Renewer {
         return leases.size();
     }
 
+    /**
+     * Stops renewing. Every caller still waiting on the worker is ended now, on this thread: a tail waiting for a
+     * renewal in flight goes on as if it had settled (nothing renews any more), a cap being moved emits false.
+     */
     void stop() {
-        stopped = true;
+        stopped = true; // before reading endOnStop: see settled
         worker.dispose();
+        for (Runnable end : List.copyOf(endOnStop)) {
+            endOnStop.remove(end);
+            end.run();
+        }
+    }
+
+    /**
+     * Registers how to end a caller waiting on the worker if the worker stops first; false if it has stopped (the
+     * caller ends now). Registered before {@link #stopped} is read, so that a concurrent {@link #stop} sees it.
+     */
+    private boolean endOnStop(MonoSink<?> sink, Runnable end) {
+        endOnStop.add(end);
+        sink.onDispose(() -> endOnStop.remove(end));
+        return !stopped;
     }
 
     /**
@@ -221,7 +243,8 @@ final class Renewer {
             heap.update(lease, dueAt(lease));
             requests.add(new LeaseStore.RenewRequest(lease.name(), lease.ownerId(), lease.token(), renewalMillis(lease, sentAt)));
         }
-        runtime.store().renew(requests).subscribe(
+        // Counted in flight, so that closing waits for it (and for the tails that wait for it) before stopping.
+        runtime.inFlight().track(runtime.store().renew(requests)).subscribe(
                 held -> run(() -> renewed(due, requests, held, sentAt)),
                 error -> run(() -> failed(due, error)));
     }
@@ -264,7 +287,7 @@ final class Renewer {
      */
     Mono<Boolean> moveCap(HeldLease lease, long capNanos) {
         return Mono.<Boolean>create(sink -> {
-            boolean queued = onWorker(() -> whenSettled(lease, () -> {
+            boolean queued = endOnStop(sink, () -> sink.success(false)) && onWorker(() -> whenSettled(lease, () -> {
                 if (!lease.isActive()) {
                     sink.success(false);
                     return;
@@ -301,11 +324,12 @@ final class Renewer {
     /**
      * Completes once no renewal of the lease is in flight (at once if none is), on the worker: a release that sets the
      * lease's last expiry ({@link HeldLease#releaseNoSoonerThan}) waits for it, so that no renewal sent before can
-     * land after it and extend the lock again (on PostgreSQL each command may take its own connection).
+     * land after it and extend the lock again (on PostgreSQL each command may take its own connection). Completes at
+     * once, on the stopping thread, if the renewer stops first ({@link #stop}): it always completes.
      */
     Mono<Void> settled(HeldLease lease) {
         return Mono.create(sink -> {
-            if (!onWorker(() -> whenSettled(lease, sink::success))) {
+            if (!endOnStop(sink, sink::success) || !onWorker(() -> whenSettled(lease, sink::success))) {
                 sink.success(); // the worker is gone: nothing renews any more
             }
         });

@@ -329,4 +329,20 @@ class JobRunnerTest {
         StepVerifier.create(client.runJob(CLEANUP, (java.util.function.Supplier<Mono<String>>) null))
                 .verifyError(NullPointerException.class);
     }
+
+    /** A tick whose lockAtLeastFor tail waits for a renewal in flight when the client closes still emits its outcome. */
+    @Test
+    void aJobTickInItsTailWhenTheClientIsClosedStillEmitsItsOutcome() {
+        FencedJob job = FencedJob.of(JOB, Duration.ofSeconds(30)).withLockAtLeastFor(Duration.ofSeconds(10));
+        CompletableFuture<JobOutcome> tick = client.runJob(job, () -> Mono.delay(Duration.ofMillis(1_100), clock)
+                .doOnSubscribe(s -> memory.setReplyDelay(Duration.ofMillis(500)))).toFuture();
+        elapse(1_100); // the job ends as the renewal sent at 1 s is in flight
+        assertThat(tick).as("waits for the renewal").isNotDone();
+        CompletableFuture<Void> closed = client.closeLater().toFuture();
+        elapse(10_000);
+
+        assertThat(closed).succeedsWithin(Duration.ofSeconds(10));
+        assertThat(tick).as("the tick emitted its outcome after the close").isDone();
+        assertThat(tick.join().status()).isEqualTo(JobOutcome.Status.RAN);
+    }
 }

@@ -209,4 +209,19 @@ class MaxHoldTest {
                 .isNotEqualTo(AcquireOptions.defaults())
                 .hasToString("AcquireOptions{leaseTime=client default, maxWait=client default, maxHold=PT1S}");
     }
+
+    /** resetMaxHold in flight when the client closes ends: its reply is not dropped with the renewer's worker. */
+    @Test
+    void aResetMaxHoldInFlightWhenTheClientIsClosedEnds() {
+        FencedLease lease = client.acquire(LOCK).block(Duration.ofSeconds(1));
+        assertThat(lease).isNotNull();
+        memory.setReplyDelay(Duration.ofMillis(500));
+
+        CompletableFuture<Boolean> moved = lease.resetMaxHold(Duration.ofSeconds(20)).toFuture();
+        elapse(100); // its renewal is sent, the reply comes at 0.5 s
+        client.closeLater().block(Duration.ofSeconds(5));
+        elapse(10_000);
+
+        assertThat(moved).as("resetMaxHold ended after the close").isDone();
+    }
 }

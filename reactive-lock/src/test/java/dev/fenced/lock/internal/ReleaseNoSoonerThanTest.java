@@ -194,4 +194,24 @@ class ReleaseNoSoonerThanTest {
         assertThat(lease.isHeld()).isTrue();
         assertThat(AcquireOptions.defaults()).isEqualTo(AcquireOptions.defaults());
     }
+
+    /**
+     * Closing the client while a tail waits for a renewal in flight (replies 500 ms late) waits for the renewal and
+     * the tail, within its bound, and the tail's Mono ends whatever happens: it does not hang on the stopped renewer.
+     */
+    @Test
+    void aTailWaitingForARenewalInFlightEndsWhenTheClientIsClosed() {
+        FencedLease lease = client.acquire(LOCK).block(Duration.ofSeconds(1));
+        assertThat(lease).isNotNull();
+        memory.setReplyDelay(Duration.ofMillis(500));
+        elapse(1_100); // the renewal sent at 1 s is answered at 1.5 s
+
+        CompletableFuture<ReleaseOutcome> tail = lease.releaseNoSoonerThan(Duration.ofSeconds(10)).toFuture();
+        CompletableFuture<Void> closed = client.closeLater().toFuture();
+        elapse(10_000);
+
+        assertThat(closed).succeedsWithin(Duration.ofSeconds(10));
+        assertThat(tail).as("the tail was written after the renewal, before the store closed").isDone()
+                .isCompletedWithValue(ReleaseOutcome.LEFT_TO_EXPIRE);
+    }
 }
