@@ -1021,8 +1021,11 @@ final class Scenarios {
             while (cancelClient.heldLeases() > 0 && System.nanoTime() - settle < 0) {
                 context.pace(50);
             }
-            checkClientLeases(context, cancelClient, renewals, SOAK_CANCELLER_RENEWAL, "the canceller's last acquire ended "
-                    + SOAK_CANCELLER_SETTLE.toMillis() + " ms before");
+            int held = cancelClient.heldLeases();
+            long renewed = checkClientLeases(context, cancelClient, renewals, SOAK_CANCELLER_RENEWAL,
+                    "the canceller's last acquire ended up to " + SOAK_CANCELLER_SETTLE.toMillis() + " ms before");
+            LOG.info("Soak: the canceller's client held {} leases at the end check and renewed {} in three renewal periods",
+                    held, renewed);
             checkOrphans(context, context.setup.resources());
         };
     }
