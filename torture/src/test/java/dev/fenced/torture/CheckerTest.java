@@ -164,6 +164,53 @@ class CheckerTest {
         assertThat(result.violations()).isZero();
     }
 
+    @Test
+    void aHoldNeverReleasedLastsUntilItsLocalDeadline() {
+        // Not released and no loss signal (a frozen holder): the hold ends at its deadline, 90 ms.
+        holdUntil("first", 4, 0, 10, 90, 0, 0);
+        hold("second", 5, 20, 60, 100);
+
+        Checker.Result result = checkMutex(Checker.Mutex.FULL);
+
+        assertThat(result.m2()).isEqualTo(1);
+        assertThat(result.examples()).contains("M2 " + RESOURCE + ": second (token 5) was granted 30 ms before the hold of "
+                + "first (token 4) ended");
+    }
+
+    @Test
+    void aHoldEndsAtItsLossSignalBeforeItsDeadline() {
+        // Lost at 40 ms, deadline 90 ms, released (failed) at 120 ms: the hold ended with the loss signal.
+        holdUntil("first", 4, 0, 10, 90, 40, 120);
+        hold("second", 5, 20, 60, 100);
+
+        assertThat(checkMutex(Checker.Mutex.FULL).m2()).isZero();
+    }
+
+    @Test
+    void aLossSignalAfterTheNextGrantStillOverlaps() {
+        holdUntil("first", 4, 0, 10, 90, 70, 0);
+        hold("second", 5, 20, 60, 100);
+
+        Checker.Result result = checkMutex(Checker.Mutex.FULL);
+
+        assertThat(result.m2()).isEqualTo(1);
+        assertThat(result.examples()).contains("M2 " + RESOURCE + ": second (token 5) was granted 10 ms before the hold of "
+                + "first (token 4) ended");
+    }
+
+    /**
+     * A hold with its local deadline at {@code deadline}, a loss signal at {@code lostAt} and a release at
+     * {@code releasedAt} (0: none); recorded as an operation that wrote nothing.
+     */
+    private void holdUntil(String id, long token, long acquireInvokedAt, long acquiredAt, long deadline, long lostAt,
+            long releasedAt) {
+        Grant.LeaseRecord lease = new Grant.LeaseRecord(true, ms(deadline), 0, lostAt == 0 ? 0 : ms(lostAt),
+                lostAt == 0 ? null : dev.fenced.lock.LossReason.EXPIRED, releasedAt == 0 ? 0 : ms(releasedAt), null);
+        long endedAt = releasedAt != 0 ? releasedAt : lostAt != 0 ? lostAt : deadline;
+        history.record(new History.Op(id, "w", RESOURCE, token, "owner-" + id, History.Outcome.LOST, History.Step.CLAIM,
+                ms(acquireInvokedAt), ms(acquiredAt), 0, ms(endedAt), false, false, lease, "", null));
+    }
+
     /** A hold released at {@code releasedAt}, its deadline later; recorded as an operation that wrote nothing. */
     private void hold(String id, long token, long acquireInvokedAt, long acquiredAt, long releasedAt) {
         Grant.LeaseRecord lease = new Grant.LeaseRecord(true, ms(releasedAt + 500), 0, 0, null, ms(releasedAt), null);

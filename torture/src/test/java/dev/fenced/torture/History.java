@@ -103,6 +103,17 @@ final class History {
         return ops.size();
     }
 
+    /** How many fenced writes storage accepted or refused so far (outcome {@link Outcome#OK} or {@link Outcome#STALE}). */
+    int fencedWriteCount() {
+        int count = 0;
+        for (Op op : ops) {
+            if (op.outcome() == Outcome.OK || op.outcome() == Outcome.STALE) {
+                count++;
+            }
+        }
+        return count;
+    }
+
     List<Op> ops() {
         return new ArrayList<>(ops);
     }

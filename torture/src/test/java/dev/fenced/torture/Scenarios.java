@@ -482,27 +482,27 @@ final class Scenarios {
      * released at once (its owner is known). Once they stop, the garbage collector runs (a lease that Reactor drops
      * without a trace is released when it is collected), and after two leases and the undo bound, the client must
      * hold no lease, must renew nothing for three renewal periods, and the server must hold none of those locks:
-     * each one left is an orphan (I4, and the orphan column).
+     * each one left is an orphan (I4, and the orphan column). The acquires go on for {@code minDuration}, and then
+     * until {@code minAbandoned} were given up on in all, within the run's duration.
      */
-    static Run.Nemesis orphanRegressions(int threads) {
+    static Run.Nemesis orphanRegressions(int threads, long minAbandoned, Duration minDuration) {
         return context -> {
             FencedLockClient.releaseLeasesDroppedBySubscribers();
             java.util.concurrent.atomic.AtomicLong renewals = new java.util.concurrent.atomic.AtomicLong();
-            dev.fenced.lock.LockObserver observer = new dev.fenced.lock.LockObserver() {
-                @Override
-                public void leasesRenewed(int count) {
-                    renewals.addAndGet(count);
-                }
-            };
             TcpProxy proxy = context.service.clientProxy();
-            FencedLockClient client = context.client(proxy, b -> b.leaseTime(ORPHAN_LEASE).observer(observer));
+            FencedLockClient client = context.client(proxy,
+                    b -> b.leaseTime(ORPHAN_LEASE).observer(countingRenewals(renewals)));
             warmUp(client);
             List<Thread> loops = new ArrayList<>();
             for (int i = 0; i < threads; i++) {
                 loops.add(context.background("torture-orphan-" + i, () -> abandonLoop(context, client)));
             }
             ThreadLocalRandom random = ThreadLocalRandom.current();
-            while (context.timeLeft()) {
+            long start = abandonedAcquires();
+            long minEnd = System.nanoTime() + minDuration.toNanos();
+            // For minDuration at least, and until minAbandoned acquires were given up on, within the run's duration
+            // (a bound under load).
+            while (context.timeLeft() && (System.nanoTime() - minEnd < 0 || abandonedAcquires() - start < minAbandoned)) {
                 proxy.delayReplies(random.nextInt(4));
                 context.pace(200);
             }
@@ -517,26 +517,52 @@ final class Scenarios {
             context.pace(ORPHAN_LEASE.toMillis() * 2 + 1_000);
             System.gc();
             context.pace(ORPHAN_LEASE.toMillis());
-            long renewedBefore = renewals.get();
-            int heldBefore = client.heldLeases();
-            context.pace(ORPHAN_LEASE.toMillis()); // three renewal periods
-            long renewed = renewals.get() - renewedBefore;
-            int held = Math.max(heldBefore, client.heldLeases());
-            if (held > 0 || renewed > 0) {
-                context.history.orphan("the client still holds " + held + " leases that nobody knows of and renewed "
-                        + renewed + " in three renewal periods after every acquire ended");
-            }
+            long renewed = checkClientLeases(context, client, renewals, ORPHAN_LEASE.dividedBy(3), "every acquire ended");
             for (String resource : ORPHAN_RESOURCES) {
                 LockService.Holder holder = context.service.holder(context.prefix + "{" + resource + "}");
                 if (holder != null) {
                     context.history.orphan(resource + " held by " + (context.history.isKnownOwner(holder.owner())
-                            ? "a known owner that released it" : "an unknown owner") + " " + holder.owner() + " with "
+                            ? "an owner whose lease reached the harness" : "an unknown owner") + " " + holder.owner() + " with "
                             + holder.remainingMillis() + " ms of its lease left, " + ORPHAN_LEASE.multipliedBy(4).toMillis()
                             + " ms after every acquire ended");
                 }
             }
             LOG.info("Scenario 11: acquires abandoned by way: {}; renewals in the last three periods: {}",
                     ABANDONED_ACQUIRES, renewed);
+        };
+    }
+
+    private static long abandonedAcquires() {
+        return ABANDONED_ACQUIRES.values().stream().mapToLong(java.util.concurrent.atomic.AtomicLong::get).sum();
+    }
+
+    /**
+     * The client-side end check of (11) and the soak, made while {@code client} is still open (closing it would
+     * release what it holds): it must hold no lease and, in the three renewal periods of {@code renewalPeriod} that
+     * follow, renew none ({@code renewals} counts its renewals). Anything else is an orphan, recorded in the
+     * history. Returns the renewals seen.
+     */
+    private static long checkClientLeases(Run.Context context, FencedLockClient client,
+            java.util.concurrent.atomic.AtomicLong renewals, Duration renewalPeriod, String after) throws InterruptedException {
+        long renewedBefore = renewals.get();
+        int heldBefore = client.heldLeases();
+        context.pace(renewalPeriod.toMillis() * 3);
+        long renewed = renewals.get() - renewedBefore;
+        int held = Math.max(heldBefore, client.heldLeases());
+        if (held > 0 || renewed > 0) {
+            context.history.orphan("the client still holds " + held + " leases that nobody knows of and renewed "
+                    + renewed + " in three renewal periods after " + after);
+        }
+        return renewed;
+    }
+
+    /** A lock observer that counts the renewals of its client's leases into {@code renewals}. */
+    private static dev.fenced.lock.LockObserver countingRenewals(java.util.concurrent.atomic.AtomicLong renewals) {
+        return new dev.fenced.lock.LockObserver() {
+            @Override
+            public void leasesRenewed(int count) {
+                renewals.addAndGet(count);
+            }
         };
     }
 
@@ -1078,16 +1104,19 @@ final class Scenarios {
     }
 
     /**
-     * (8) The soak, until the workers recorded at least {@code operations} operations (0: for the run's duration),
-     * within the run's duration, which then bounds it.
+     * (8) The soak, until at least {@code operations} fenced writes were accepted or refused by storage (lost and
+     * unknown outcomes not counted; 0: for the run's duration), within the run's duration, which then bounds it.
+     * At the end, while its client is open, the canceller's client must hold and renew no lease (as in (11)).
      */
     static Run.Nemesis soak(long operations) {
         return context -> {
             ThreadLocalRandom random = ThreadLocalRandom.current();
             TcpProxy cancelProxy = context.service.clientProxy();
             cancelProxy.delayReplies(5);
-            FencedLockClient cancelClient = context.client(cancelProxy, b -> b.leaseTime(Duration.ofSeconds(10)));
-            context.background("torture-canceller", () -> cancelLoop(context, cancelClient));
+            java.util.concurrent.atomic.AtomicLong renewals = new java.util.concurrent.atomic.AtomicLong();
+            FencedLockClient cancelClient = context.client(cancelProxy, b -> b.leaseTime(Duration.ofSeconds(10))
+                    .renewalPeriod(SOAK_CANCELLER_RENEWAL).observer(countingRenewals(renewals)));
+            Thread canceller = context.background("torture-canceller", () -> cancelLoop(context, cancelClient));
             String resource = context.setup.witnessResources().get(0);
             Locker first = context.locker("witness-a");
             Locker second = context.locker("witness-b");
@@ -1097,7 +1126,7 @@ final class Scenarios {
             Worker witness = context.worker("witness", List.of(resource));
             List<TcpProxy> proxies = new ArrayList<>(context.workerProxies());
             int round = 0;
-            while (context.timeLeft() && (operations == 0 || context.history.operationCount() < operations)) {
+            while (context.timeLeft() && (operations == 0 || context.history.fencedWriteCount() < operations)) {
                 context.pace(300 + random.nextLong(700));
                 round++;
                 long at = System.nanoTime();
@@ -1136,6 +1165,29 @@ final class Scenarios {
                     }
                 }
             }
+            // (11)'s end check on the canceller's client, before the run closes it (which would release what it
+            // holds): once its last acquire ended, it holds and renews nothing, and no unknown owner holds a lock.
+            canceller.interrupt();
+            canceller.join(TimeUnit.SECONDS.toMillis(30));
+            long settle = System.nanoTime() + SOAK_CANCELLER_SETTLE.toNanos();
+            while (cancelClient.heldLeases() > 0 && System.nanoTime() - settle < 0) {
+                context.pace(50);
+            }
+            int held = cancelClient.heldLeases();
+            long renewed = checkClientLeases(context, cancelClient, renewals, SOAK_CANCELLER_RENEWAL,
+                    "the canceller's last acquire ended up to " + SOAK_CANCELLER_SETTLE.toMillis() + " ms before");
+            LOG.info("Soak: the canceller's client held {} leases at the end check and renewed {} in three renewal periods",
+                    held, renewed);
+            checkOrphans(context, context.setup.resources());
         };
     }
+
+    /** The renewal period of the soak's canceller client: short, so that its end check takes a second or two. */
+    private static final Duration SOAK_CANCELLER_RENEWAL = Duration.ofMillis(500);
+
+    /**
+     * How long the soak's end check lets the canceller's last acquire settle (its maximum wait is below 2 s, and a
+     * lease that arrived is released at once) before its client must hold nothing.
+     */
+    private static final Duration SOAK_CANCELLER_SETTLE = Duration.ofSeconds(5);
 }
