@@ -40,7 +40,11 @@ import reactor.core.scheduler.Scheduler;
  *       ({@code MAX_HOLD_REACHED}), so a lock whose {@code lockAtMostFor} passed can be taken by the next
  *       instance. (A ShedLock job that overruns keeps running: ShedLock calls no code of the provider to stop
  *       it. Its lease, {@link FencedSimpleLock#lease()}, says it was lost, and fenced writes made with its token
- *       are refused once another instance took the lock.)</li>
+ *       are refused once another instance took the lock.) Unlike ShedLock's expiry, the cap is not how long
+ *       an instance that stops answering keeps the lock: one that stops renewing without dying (a long pause, a
+ *       partition from the lock service) loses its lease after the {@linkplain Builder#leaseTime(Duration) lease
+ *       time} (the client's, 30 s by default), and another instance may then run the job while it still runs.
+ *       Fence the job's writes with its lease, or raise the lease time.</li>
  *   <li>{@link SimpleLock#unlock()} keeps the lock until {@code lockAtLeastFor} has passed since the grant, by
  *       the lock service's clock ({@link FencedLease#releaseNoSoonerThan(Duration)}: the remainder becomes the
  *       lock's expiry in the service, and nothing renews it); past that it releases at once.</li>
@@ -62,8 +66,10 @@ import reactor.core.scheduler.Scheduler;
  * Reactor non-blocking thread ({@code Schedulers.isInNonBlockingThread()}) they fail at once with
  * {@link IllegalStateException}; ShedLock runs them on the scheduler's thread. Errors of the client
  * ({@code LockServiceException} when the service cannot be reached, {@code LockClientClosedException}) are
- * thrown as they are; an interrupt while waiting cancels the attempt (nothing is left held) and throws ShedLock's
- * {@code LockException} with the interrupt flag set again.
+ * thrown as they are; an interrupt while {@code lock} waits cancels the attempt (nothing is left held: an attempt
+ * granted just as the interrupt arrived is released before {@code lock} throws) and throws ShedLock's
+ * {@code LockException} with the interrupt flag set again. {@code unlock} is not interruptible: it waits for the
+ * release and then restores the flag, so that an interrupt never replaces a job's result.
  *
  * <p>The fencing token: the lock this provider returns is a {@link FencedSimpleLock}, and
  * {@link #currentLease(String)} gives the lease to code that runs inside ShedLock's
@@ -136,7 +142,7 @@ public final class FencedLockProvider implements ExtensibleLockProvider {
         // Measured before the acquire is sent, so that lockAtLeastFor counted from here never ends before it ends
         // counted from the grant.
         long sentAt = nanoClock.getAsLong();
-        FencedLease lease = Blocking.await(client.acquire(name, options), "lock", shedLockName);
+        FencedLease lease = Blocking.awaitAcquire(client.acquire(name, options), shedLockName);
         if (lease == null) {
             return Optional.empty();
         }
@@ -259,8 +265,9 @@ public final class FencedLockProvider implements ExtensibleLockProvider {
 
         /**
          * The lease time of each lock: how long the lock survives an instance that stops renewing (a crash, a
-         * pause), renewed every third of it while the job runs, never past {@code lockAtMostFor}. Default: the
-         * client's lease time.
+         * pause, a partition from the lock service), renewed every third of it while the job runs, never past
+         * {@code lockAtMostFor}. An instance that stops renewing keeps the lock this long, not
+         * {@code lockAtMostFor}. Default: the client's lease time.
          *
          * @param leaseTime at least 10 ms, at most one day
          * @return this builder

@@ -45,10 +45,12 @@ final class LeaseLock extends AbstractSimpleLock implements FencedSimpleLock {
         String name = lockConfiguration.getName();
         Blocking.refuseNonBlockingThread("unlock", name);
         FencedLockProvider.forget(lease);
+        // Waits uninterruptibly (restoring the flag): an interrupted unlock would leave the lock to expire, and in
+        // ShedLock's DefaultLockingTaskExecutor its exception would replace the job's own result.
         Duration atLeast = lockConfiguration.getLockAtLeastFor();
         ReleaseOutcome outcome;
         if (atLeast.isZero() || atLeast.isNegative()) {
-            outcome = Blocking.await(lease.release(), "unlock", name);
+            outcome = Blocking.awaitUninterruptibly(lease.release(), "unlock", name);
         } else {
             // lockAtLeastFor counts from this lock's start; the lease's tail counts from its grant, which came
             // after sentAt: asking for (start - sentAt) + lockAtLeastFor can only keep the lock longer.
@@ -57,11 +59,11 @@ final class LeaseLock extends AbstractSimpleLock implements FencedSimpleLock {
                 // Extended for more than a day in all: what is left is at most lockAtLeastFor (at most a day), so
                 // keep the lease renewed until then and let its cap release it.
                 Duration left = Duration.ofNanos(startedAt - provider.now()).plus(atLeast);
-                Boolean moved = Blocking.await(lease.resetMaxHold(left.compareTo(MIN_TAIL) < 0 ? MIN_TAIL : left),
-                        "unlock", name);
+                Boolean moved = Blocking.awaitUninterruptibly(
+                        lease.resetMaxHold(left.compareTo(MIN_TAIL) < 0 ? MIN_TAIL : left), "unlock", name);
                 outcome = Boolean.TRUE.equals(moved) ? ReleaseOutcome.LEFT_TO_EXPIRE : ReleaseOutcome.NOT_HELD;
             } else {
-                outcome = Blocking.await(lease.releaseNoSoonerThan(sinceGrant), "unlock", name);
+                outcome = Blocking.awaitUninterruptibly(lease.releaseNoSoonerThan(sinceGrant), "unlock", name);
             }
         }
         if (outcome == ReleaseOutcome.NOT_HELD) {

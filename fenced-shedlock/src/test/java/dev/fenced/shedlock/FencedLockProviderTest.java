@@ -286,6 +286,31 @@ class FencedLockProviderTest {
     }
 
     @Test
+    void anAttemptGrantedAsTheInterruptArrivesReleasesTheGrantedLease() {
+        // The race of an interrupt and a grant, made exact: the attempt has completed with a lease when the waiting
+        // thread, interrupted, tries to cancel it; cancelling fails, and the lease must not be dropped held.
+        FencedLease granted = kit.client().acquire("granted-late", dev.fenced.lock.AcquireOptions.tryOnce()).block();
+        assertThat(granted).isNotNull();
+        Thread.currentThread().interrupt();
+        try {
+            assertThat(Blocking.cancelOrRelease(java.util.concurrent.CompletableFuture.completedFuture(granted)))
+                    .isTrue();
+            assertThat(Thread.currentThread().isInterrupted()).as("the interrupt flag is kept").isTrue();
+        } finally {
+            Thread.interrupted();
+        }
+        assertThat(granted.isHeld()).isFalse();
+        assertThat(kit.heldLeases()).isEmpty();
+        assertThat(free("granted-late")).isTrue();
+    }
+
+    @Test
+    void anAttemptThatEndedWithoutALeaseReleasesNothing() {
+        assertThat(Blocking.cancelOrRelease(java.util.concurrent.CompletableFuture.completedFuture(null))).isFalse();
+        assertThat(Blocking.cancelOrRelease(new java.util.concurrent.CompletableFuture<>())).isFalse();
+    }
+
+    @Test
     void theBuilderValidatesEverySetting() {
         FencedLockProvider.Builder builder = FencedLockProvider.builder(kit.client());
         assertThatThrownBy(() -> builder.lockNamePrefix("a{")).isInstanceOf(IllegalArgumentException.class)

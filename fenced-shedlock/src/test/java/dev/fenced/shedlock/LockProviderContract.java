@@ -94,6 +94,45 @@ abstract class LockProviderContract {
     }
 
     @Test
+    void anInterruptedUnlockReleasesTheLockAndKeepsTheFlag() {
+        FencedLockProvider mine = instance();
+        FencedLockProvider theirs = instance();
+        FencedSimpleLock plain = lock(mine, "interrupted-unlock", Duration.ofSeconds(30), Duration.ZERO);
+        FencedSimpleLock tail = lock(mine, "interrupted-tail", Duration.ofMinutes(5), Duration.ofMinutes(2));
+        // Interrupted before the release's round trip: a wait that honoured it would end with LockException.
+        Thread.currentThread().interrupt();
+        try {
+            plain.unlock();
+            tail.unlock();
+            assertThat(Thread.currentThread().isInterrupted()).as("the interrupt flag is kept").isTrue();
+        } finally {
+            Thread.interrupted();
+        }
+        assertThat(free(theirs, "interrupted-unlock")).isTrue();
+        assertThat(tail.lease().isHeld()).isFalse();
+        assertThat(free(theirs, "interrupted-tail")).as("the tail was set").isFalse();
+    }
+
+    @Test
+    void anInterruptAtTheEndOfAJobDoesNotReplaceItsResultInTheLockingTaskExecutor() throws Throwable {
+        FencedLockProvider mine = instance();
+        DefaultLockingTaskExecutor executor = new DefaultLockingTaskExecutor(mine);
+        LockingTaskExecutor.TaskResult<String> result;
+        try {
+            result = executor.executeWithLock(() -> {
+                Thread.currentThread().interrupt(); // e.g. the scheduler shutting down as the job ends
+                return "done";
+            }, config("interrupted-job", Duration.ofSeconds(30), Duration.ZERO));
+            assertThat(Thread.currentThread().isInterrupted()).isTrue();
+        } finally {
+            Thread.interrupted();
+        }
+        assertThat(result.wasExecuted()).isTrue();
+        assertThat(result.getResult()).isEqualTo("done");
+        assertThat(free(instance(), "interrupted-job")).isTrue();
+    }
+
+    @Test
     void aHeldLockGivesEmptyToEveryInstanceUntilUnlocked() {
         FencedLockProvider mine = instance();
         FencedLockProvider theirs = instance();

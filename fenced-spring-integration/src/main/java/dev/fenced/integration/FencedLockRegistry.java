@@ -13,6 +13,7 @@ import java.util.concurrent.TimeUnit;
 import org.jspecify.annotations.Nullable;
 import org.springframework.integration.support.locks.ExpirableLockRegistry;
 import org.springframework.integration.support.locks.RenewableLockRegistry;
+import reactor.core.scheduler.Schedulers;
 
 /**
  * A Spring Integration {@code LockRegistry} whose locks are Fenced leases, on Redis, Valkey or the PostgreSQL
@@ -40,14 +41,19 @@ import org.springframework.integration.support.locks.RenewableLockRegistry;
  *       {@code String}s, and the lock's Fenced name is the {@linkplain Builder#lockNamePrefix(String) prefix} and
  *       the key (a key Fenced refuses fails {@code obtain} with {@link IllegalArgumentException}).</li>
  *   <li>Ownership is per thread, as with {@link java.util.concurrent.locks.ReentrantLock}: the locking thread
- *       owns the lock and may lock it again (each lock needs its unlock); other threads of this process wait in the
+ *       owns the lock and may lock it again (each lock needs its unlock; as Spring Integration's RedisLockRegistry
+ *       checks the store on every hold, a nested hold succeeds only while the lease is held and the lock service
+ *       confirms it with an owner-checked renewal: otherwise a nested {@code tryLock} returns {@code false} and a
+ *       nested {@code lock()} or {@code lockInterruptibly()} throws {@code CannotAcquireLockException}, and the
+ *       nested hold is not taken); other threads of this process wait in the
  *       process, and other processes (or other registries on the same lock name) wait on the lock service. The
  *       lease is taken by the first hold and released by the last unlock.</li>
  *   <li>{@code lock()} waits without end and is not interruptible (an interrupt is restored once locked);
  *       {@code lockInterruptibly()} ends on an interrupt; {@code tryLock()} makes one attempt;
  *       {@code tryLock(time, unit)} waits at most that long (in the process and on the lock service together)
  *       and ends on an interrupt. An interrupted or timed-out wait leaves nothing held: an attempt already sent
- *       is undone by the client. A lock service that cannot be reached fails the lock with
+ *       is undone by the client, and one granted just as the interrupt arrived is released before the
+ *       {@code InterruptedException} is thrown (an interrupted call never reports the lock as taken). A lock service that cannot be reached fails the lock with
  *       {@code CannotAcquireLockException}, as Spring Integration's registries do; a ttl the client refuses (out of
  *       range, or too short for its command timeout) fails with the client's {@link IllegalArgumentException}.</li>
  *   <li>{@code unlock()} by a thread that does not hold the lock throws {@link IllegalStateException}. When the
@@ -60,7 +66,16 @@ import org.springframework.integration.support.locks.RenewableLockRegistry;
  *   <li>Renewal: a held lease is renewed in the background by the client, every third of its lease time, for
  *       as long as it is held; a renewal task scheduler is not needed (one set with
  *       {@code setRenewalTaskScheduler} is not used). {@link #renewLock(Object)} checks that the current
- *       thread holds the lock and its lease is valid, and throws {@link IllegalStateException} otherwise.</li>
+ *       thread holds the lock and renews its lease in the lock service at once (owner-checked, as
+ *       RedisLockRegistry's renew script is), and throws {@link IllegalStateException} when it is not held.</li>
+ *   <li>A nested hold and {@code renewLock} move the lease's hold cap to one day from then
+ *       ({@link AcquireOptions#MAX_LEASE_TIME}, through {@link FencedLease#resetMaxHold(Duration)}): a lease
+ *       taken without a cap gets one, so a lock held for more than a day after its last nested hold or
+ *       {@code renewLock} is lost then.</li>
+ *   <li>The lease time: a ttl ({@code lock(ttl)}, {@code tryLock(waitTime, ttl)}, the registry's
+ *       {@linkplain Builder#leaseTime(Duration) lease time}) must be longer than the client's command timeout
+ *       (5 s on a default client, so a ttl of 5 s or less is refused with {@link IllegalArgumentException}) and
+ *       long enough for its renewal period plus that timeout.</li>
  * </ul>
  *
  * <p>Blocking: this is a blocking API. Every lock, tryLock and unlock call blocks its thread while it waits for
@@ -139,11 +154,19 @@ public final class FencedLockRegistry
     }
 
     /**
-     * Checks that the current thread holds the lock for {@code lockKey} and that its lease is still valid. The
-     * lease is renewed in the background by the client; this method does not block and sends nothing.
+     * Checks that the current thread holds the lock for {@code lockKey} and renews its lease in the lock service
+     * now, owner-checked, as RedisLockRegistry's renew script does: a lease that the service no longer holds for
+     * this owner (it expired, the key was removed, another instance took the lock) is lost and this method
+     * throws. The lease is also renewed in the background by the client, so calling this is never required. It
+     * moves the lease's hold cap to one day from now ({@link AcquireOptions#MAX_LEASE_TIME}). Blocks the calling
+     * thread for one round trip (not interruptibly: an interrupt is restored afterwards).
      *
      * @param lockKey the lock key
-     * @throws IllegalStateException if the current thread does not hold the lock, or its lease was lost
+     * @throws IllegalStateException if the current thread does not hold the lock, or its lease was lost or is not
+     *     held in the lock service
+     * @throws NonBlockingThreadException on a Reactor non-blocking thread, before anything is sent
+     * @throws dev.fenced.lock.LockServiceException if the lock service cannot be reached (the lease is then as
+     *     it was)
      */
     @Override
     public void renewLock(Object lockKey) {
@@ -153,7 +176,10 @@ public final class FencedLockRegistry
         if (lease == null) {
             throw new IllegalStateException("Cannot renew lock '" + key + "': the current thread does not hold it");
         }
-        if (!lease.isHeld()) {
+        if (Schedulers.isInNonBlockingThread()) {
+            throw NonBlockingThreadException.of("renewLock(key)", key, Thread.currentThread().getName());
+        }
+        if (!lock.renewInStore()) {
             throw new IllegalStateException("Cannot renew lock '" + key + "': its lease (Fenced lock '" + lease.name()
                     + "', token " + lease.token() + ") was lost");
         }

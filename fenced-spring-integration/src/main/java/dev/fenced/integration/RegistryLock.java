@@ -73,6 +73,7 @@ final class RegistryLock implements FencedDistributedLock {
         refuseNonBlockingThread("lock()");
         local.lock();
         if (local.getHoldCount() > 1) {
+            requireNestedHold();
             return;
         }
         try {
@@ -97,6 +98,7 @@ final class RegistryLock implements FencedDistributedLock {
         refuseNonBlockingThread("lockInterruptibly()");
         local.lockInterruptibly();
         if (local.getHoldCount() > 1) {
+            requireNestedHold();
             return;
         }
         try {
@@ -151,7 +153,7 @@ final class RegistryLock implements FencedDistributedLock {
             return false;
         }
         if (local.getHoldCount() > 1) {
-            return true;
+            return confirmNestedHold();
         }
         try {
             long left = Math.max(0, deadline - System.nanoTime());
@@ -221,6 +223,50 @@ final class RegistryLock implements FencedDistributedLock {
         return held;
     }
 
+    /**
+     * A nested hold of the owning thread (the local lock is held more than once): as Spring Integration's
+     * RedisLockRegistry checks the store on every hold, the lease must still be held, and the lock service must
+     * confirm it with an owner-checked renewal. When it is not held, the nested hold is undone and {@code false}
+     * returned; when the service cannot be reached, it is undone and {@link CannotAcquireLockException} thrown.
+     */
+    private boolean confirmNestedHold() {
+        boolean held;
+        try {
+            held = renewInStore();
+        } catch (RuntimeException e) {
+            local.unlock();
+            throw cannotAcquire(e);
+        }
+        if (!held) {
+            local.unlock();
+        }
+        return held;
+    }
+
+    /** {@link #confirmNestedHold()} for lock() and lockInterruptibly(), which cannot answer false. */
+    private void requireNestedHold() {
+        if (!confirmNestedHold()) {
+            FencedLease held = lease;
+            throw new CannotAcquireLockException("Failed to lock '" + key + "' (Fenced lock '" + name
+                    + "') again: the lease of the current thread's hold" + (held == null ? "" : " (token "
+                    + held.token() + ")") + " was lost; unlock the outer hold");
+        }
+    }
+
+    /**
+     * Renews the owning thread's lease in the lock service now, owner-checked: {@code false} when the lease is
+     * not held (lost, or found held by no one or another owner, which loses it). Moves the lease's hold cap to
+     * {@link AcquireOptions#MAX_LEASE_TIME} from now, the longest Fenced allows. Waits uninterruptibly (restoring
+     * the flag): one round trip.
+     */
+    boolean renewInStore() {
+        FencedLease held = lease;
+        if (held == null || !held.isHeld()) {
+            return false;
+        }
+        return Boolean.TRUE.equals(awaitUninterruptibly(held.resetMaxHold(AcquireOptions.MAX_LEASE_TIME).toFuture()));
+    }
+
     /** The lease when the current thread holds the lock, else {@code null}. */
     @Nullable FencedLease leaseIfOwned() {
         return local.isHeldByCurrentThread() ? lease : null;
@@ -244,17 +290,43 @@ final class RegistryLock implements FencedDistributedLock {
         return new CannotAcquireLockException("Failed to lock '" + key + "' (Fenced lock '" + name + "')", e);
     }
 
-    /** Waits for the attempt; an interrupt cancels it (the client undoes what it took) and is thrown. */
+    /**
+     * Waits for the attempt; an interrupt cancels it (the client undoes what it took) and is thrown. An attempt
+     * that was granted just as the interrupt arrived can no longer be cancelled: its lease is released (waited
+     * for) before the interrupt is thrown, so that the interrupted call takes nothing, as documented.
+     */
     private static @Nullable FencedLease awaitInterruptibly(Mono<FencedLease> acquire) throws InterruptedException {
         CompletableFuture<FencedLease> attempt = acquire.toFuture();
         try {
             return attempt.get();
         } catch (InterruptedException e) {
-            attempt.cancel(true);
+            cancelOrRelease(attempt);
             throw e;
         } catch (ExecutionException e) {
             throw unwrap(e);
         }
+    }
+
+    /**
+     * Cancels an acquire attempt; when it cannot be cancelled because it completed with a lease, releases that
+     * lease and waits for the release uninterruptibly, so that the lock is free when this returns.
+     *
+     * @return whether a granted lease had to be released
+     */
+    static boolean cancelOrRelease(CompletableFuture<FencedLease> attempt) {
+        if (attempt.cancel(true) || attempt.isCompletedExceptionally()) {
+            return false;
+        }
+        FencedLease late = attempt.getNow(null);
+        if (late == null) {
+            return false; // completed empty: nothing was taken
+        }
+        try {
+            awaitUninterruptibly(late.release().toFuture());
+        } catch (RuntimeException releaseFailed) {
+            // No longer renewed: the lock service frees it at the end of its lease time.
+        }
+        return true;
     }
 
     /** Waits for the future, and if interrupted meanwhile goes on waiting and restores the flag afterwards. */

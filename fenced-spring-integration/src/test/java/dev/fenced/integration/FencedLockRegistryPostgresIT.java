@@ -1,5 +1,8 @@
 package dev.fenced.integration;
 
+import static org.assertj.core.api.Assertions.assertThat;
+
+import dev.fenced.lock.FencedLease;
 import dev.fenced.lock.FencedLockClient;
 import dev.fenced.lock.PostgresLeaseTable;
 import dev.fenced.testservices.PostgresServer;
@@ -7,6 +10,8 @@ import dev.fenced.testservices.PostgresServerExtension;
 import io.r2dbc.pool.ConnectionPool;
 import io.r2dbc.pool.ConnectionPoolConfiguration;
 import io.r2dbc.spi.ConnectionFactories;
+import reactor.core.publisher.Flux;
+import reactor.core.publisher.Mono;
 import java.time.Duration;
 import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.extension.ExtendWith;
@@ -35,5 +40,14 @@ final class FencedLockRegistryPostgresIT extends LockRegistryContract {
     @Override
     FencedLockClient newClient(String keyPrefix) {
         return FencedLockClient.builder().postgres(pool, TABLE).keyPrefix(keyPrefix).build();
+    }
+
+    @Override
+    void freeInStoreOnly(FencedLease lease) {
+        Long updated = Mono.usingWhen(pool.create(),
+                c -> Flux.from(c.createStatement("UPDATE fenced_lease_si_it SET owner = NULL WHERE lock_id = $1")
+                        .bind("$1", lease.lockId()).execute()).flatMap(r -> r.getRowsUpdated()).next(),
+                c -> c.close()).block(Duration.ofSeconds(BOUND_SECONDS));
+        assertThat(updated).isEqualTo(1L);
     }
 }

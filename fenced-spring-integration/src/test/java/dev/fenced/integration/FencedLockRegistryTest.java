@@ -96,4 +96,23 @@ class FencedLockRegistryTest {
         assertThatThrownBy(() -> registry.renewLock("x", Duration.ZERO)).isInstanceOf(IllegalArgumentException.class)
                 .hasMessage("leaseTime must be between 10 ms and 1 day, was PT0S");
     }
+
+    @Test
+    void anAttemptGrantedAsTheInterruptArrivesReleasesTheGrantedLease() {
+        // The race of an interrupt and a grant, made exact: the attempt has completed with a lease when the waiting
+        // thread, interrupted, tries to cancel it; cancelling fails, and the lease must not be dropped held.
+        dev.fenced.lock.FencedLease granted = kit.client()
+                .acquire("granted-late", dev.fenced.lock.AcquireOptions.tryOnce()).block();
+        assertThat(granted).isNotNull();
+        assertThat(RegistryLock.cancelOrRelease(java.util.concurrent.CompletableFuture.completedFuture(granted)))
+                .isTrue();
+        assertThat(granted.isHeld()).isFalse();
+        assertThat(kit.heldLeases()).isEmpty();
+        FencedDistributedLock lock = FencedLockRegistry.of(kit.client()).obtain("granted-late");
+        assertThat(lock.tryLock()).as("the lock is free").isTrue();
+        lock.unlock();
+        assertThat(RegistryLock.cancelOrRelease(java.util.concurrent.CompletableFuture.completedFuture(null)))
+                .isFalse();
+        assertThat(RegistryLock.cancelOrRelease(new java.util.concurrent.CompletableFuture<>())).isFalse();
+    }
 }

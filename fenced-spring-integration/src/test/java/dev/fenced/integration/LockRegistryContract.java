@@ -46,6 +46,12 @@ abstract class LockRegistryContract {
     /** A new client on the suite's lock service, with {@code keyPrefix}; closed after the test. */
     abstract FencedLockClient newClient(String keyPrefix);
 
+    /**
+     * Frees the lock of {@code lease} in the lock service behind its holder's back, as an operator deleting the key
+     * would; the holder's client still believes it holds the lease until it next talks to the service.
+     */
+    abstract void freeInStoreOnly(FencedLease lease);
+
     @BeforeEach
     void newPrefix() {
         prefix = "si-" + UUID.randomUUID() + ":";
@@ -132,6 +138,74 @@ abstract class LockRegistryContract {
         assertThat(this.<Boolean>onOtherThread(other::tryLock)).as("still held once").isFalse();
         lock.unlock();
         assertThat(freeFor(other)).isTrue();
+    }
+
+    @Test
+    void aNestedHoldOfALostLeaseIsRefused() throws Exception {
+        FencedDistributedLock lock = instance().obtain("nested-lost");
+        lock.lock();
+        FencedLease lease = lock.lease();
+        lease.reportRejectedWrite(StaleFencingTokenException.of(lease.name(), "row", lease.token(),
+                lease.token() + 1, "someone-else"));
+        assertThat(lock.tryLock()).isFalse();
+        assertThat(lock.tryLock(1, TimeUnit.SECONDS)).isFalse();
+        assertThatThrownBy(lock::lock).isInstanceOf(org.springframework.dao.CannotAcquireLockException.class)
+                .hasMessage("Failed to lock 'nested-lost' (Fenced lock 'nested-lost') again: the lease of the current "
+                        + "thread's hold (token " + lease.token() + ") was lost; unlock the outer hold");
+        assertThatThrownBy(lock::lockInterruptibly)
+                .isInstanceOf(org.springframework.dao.CannotAcquireLockException.class);
+        // The refused nested holds took nothing: one unlock ends the outer hold.
+        assertThatThrownBy(lock::unlock).isInstanceOf(ConcurrentModificationException.class);
+        assertThat(freeFor(lock)).isTrue();
+    }
+
+    @Test
+    void aNestedHoldAndRenewLockAskTheLockServiceWhetherTheLeaseIsStillHeld() throws Exception {
+        FencedLockRegistry registry = instance();
+        FencedDistributedLock mine = registry.obtain("taken-in-store");
+        FencedDistributedLock theirs = instance().obtain("taken-in-store");
+        mine.lock();
+        assertThat(mine.tryLock()).as("a nested hold of a lease the service holds").isTrue();
+        mine.unlock();
+        FencedLease lease = mine.lease();
+        freeInStoreOnly(lease);
+        ExecutorService theirThread = Executors.newSingleThreadExecutor(); // ownership is per thread
+        try {
+            assertThat(theirThread.submit(() -> theirs.tryLock(BOUND_SECONDS, TimeUnit.SECONDS))
+                    .get(BOUND_SECONDS + 5, TimeUnit.SECONDS)).isTrue();
+            nestedHoldIsRefusedWhileTheyHoldIt(registry, mine, lease);
+            theirThread.submit(theirs::unlock).get(BOUND_SECONDS, TimeUnit.SECONDS);
+        } finally {
+            theirThread.shutdownNow();
+        }
+    }
+
+    private void nestedHoldIsRefusedWhileTheyHoldIt(FencedLockRegistry registry, FencedDistributedLock mine,
+            FencedLease lease) throws Exception {
+        // The holder's client may not have noticed yet (its next renewal is up to a third of the lease away).
+        assertThat(mine.tryLock(1, TimeUnit.SECONDS)).as("a nested tryLock while another instance holds it")
+                .isFalse();
+        assertThat(lease.isHeld()).isFalse();
+        assertThatThrownBy(() -> registry.renewLock("taken-in-store")).isInstanceOf(IllegalStateException.class)
+                .hasMessage("Cannot renew lock 'taken-in-store': its lease (Fenced lock 'taken-in-store', token "
+                        + lease.token() + ") was lost");
+        assertThatThrownBy(mine::unlock).isInstanceOf(ConcurrentModificationException.class);
+        FencedDistributedLock third = instance().obtain("taken-in-store");
+        assertThat(this.<Boolean>onOtherThread(third::tryLock)).as("the other instance still holds it").isFalse();
+    }
+
+    @Test
+    void renewLockRenewsTheLeaseInTheLockService() throws Exception {
+        FencedLockRegistry registry = instance();
+        FencedDistributedLock mine = registry.obtain("renewed-in-store");
+        mine.lock();
+        FencedLease lease = mine.lease();
+        registry.renewLock("renewed-in-store");
+        assertThat(lease.isHeld()).isTrue();
+        freeInStoreOnly(lease);
+        assertThatThrownBy(() -> registry.renewLock("renewed-in-store")).isInstanceOf(IllegalStateException.class);
+        assertThat(lease.isHeld()).as("the renewal found the lease not held").isFalse();
+        assertThatThrownBy(mine::unlock).isInstanceOf(ConcurrentModificationException.class);
     }
 
     @Test
