@@ -189,11 +189,17 @@ public final class RedisLeaseStore implements LeaseStore {
         return reply.value();
     }
 
+    /**
+     * The acquire script's keys: per lock its lock key, token counter and holder key (one hash tag), all declared
+     * so that a cluster routes and refuses the call by every key it may write while a slot moves.
+     */
     private String[] acquireKeys(List<AcquireRequest> requests) {
-        String[] scriptKeys = new String[requests.size() * 2];
+        String[] scriptKeys = new String[requests.size() * 3];
         for (int i = 0; i < requests.size(); i++) {
-            scriptKeys[2 * i] = keys.lockKey(requests.get(i).name());
-            scriptKeys[2 * i + 1] = keys.fenceKey(requests.get(i).name());
+            String name = requests.get(i).name();
+            scriptKeys[3 * i] = keys.lockKey(name);
+            scriptKeys[3 * i + 1] = keys.fenceKey(name);
+            scriptKeys[3 * i + 2] = keys.holderKey(name);
         }
         return scriptKeys;
     }
