@@ -187,6 +187,10 @@ public interface FencedLockClient extends AutoCloseable {
      * still accepted (the storage has seen no newer token); and the broken holder's work goes on until its client
      * notices the loss.
      *
+     * <p>It breaks whoever holds the lock when the call arrives: a retried call (its first answer lost) breaks the
+     * next, legitimate holder too. To break one holder only, use {@link #forceRelease(String, long, String)} with
+     * the token the fleet view showed.
+     *
      * <p>Idempotent: a lock that is not held (free, expired, broken already) changes nothing and answers
      * {@link ForceReleaseResult.Outcome#NOT_HELD}, not an error. Each call is logged (WARN when a lock was broken,
      * with the lock name, the broken token, the holder label and {@code reason}; INFO otherwise) and reported to
@@ -198,6 +202,20 @@ public interface FencedLockClient extends AutoCloseable {
      *     {@link IllegalArgumentException} for a bad name or reason
      */
     Mono<ForceReleaseResult> forceRelease(String name, String reason);
+
+    /**
+     * Breaks a lock only while it holds {@code expectedToken}, in one atomic step, with the guarantees of
+     * {@link #forceRelease(String, String)}. A lock that is free, or held with another token (the next holder's, once
+     * the expected one was broken or released), changes nothing and answers {@link ForceReleaseResult.Outcome#NOT_HELD}:
+     * retrying this call is safe. Logged and observed as the other variant; cold.
+     *
+     * @param name the lock name
+     * @param expectedToken the token of the holder to break, as {@link #locks} or {@link #lock} showed it: positive
+     * @param reason who breaks it and why, for the log: not blank, at most 500 characters, no control characters
+     * @return the outcome; errors: {@link LockServiceException}, {@link LockClientClosedException},
+     *     {@link IllegalArgumentException} for a bad name, token or reason
+     */
+    Mono<ForceReleaseResult> forceRelease(String name, long expectedToken, String reason);
 
     /**
      * Closes the client: new acquires fail with {@link LockClientClosedException}, waits in progress end

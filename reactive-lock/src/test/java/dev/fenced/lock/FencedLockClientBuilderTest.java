@@ -225,6 +225,8 @@ class FencedLockClientBuilderTest {
             StepVerifier.create(unreachable.forceRelease("job", "r".repeat(501))).verifyErrorSatisfies(e -> assertThat(e)
                     .isInstanceOf(IllegalArgumentException.class)
                     .hasMessage("reason must be at most 500 characters, was 501"));
+            StepVerifier.create(unreachable.forceRelease("job", 0, "ops")).verifyErrorSatisfies(e -> assertThat(e)
+                    .isInstanceOf(IllegalArgumentException.class).hasMessage("expectedToken must be positive, was 0"));
             StepVerifier.create(unreachable.forceRelease("a{b}", "ops")).verifyErrorSatisfies(e -> assertThat(e)
                     .isInstanceOf(IllegalArgumentException.class).hasMessage("Lock name must not contain braces, was 'a{b}'"));
         } finally {

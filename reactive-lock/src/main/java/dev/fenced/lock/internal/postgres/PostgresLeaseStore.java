@@ -85,6 +85,7 @@ public final class PostgresLeaseStore implements LeaseStore {
         // A plain update of non-key columns, as a release: the row, and with it the token counter, stays.
         this.breakSql = "WITH broken AS (UPDATE " + quoted + " AS l SET owner = NULL, expires_at = clock_timestamp()"
                 + " WHERE lock_id = $1 AND owner IS NOT NULL AND expires_at > clock_timestamp()"
+                + " AND ($3::bigint = 0 OR l.token = $3::bigint)"
                 + " RETURNING l.lock_id, l.token, to_jsonb(l) ->> 'holder' AS holder)"
                 + " SELECT broken.token, broken.holder FROM broken, pg_notify($2, broken.lock_id)";
         this.renewSql = "UPDATE " + quoted + " AS l SET expires_at = clock_timestamp() + r.ms * interval '1 millisecond'"
@@ -333,14 +334,15 @@ public final class PostgresLeaseStore implements LeaseStore {
     }
 
     /**
-     * One statement: clears the owner of a held row, whoever it is, and notifies waiters. The row's token, the
+     * One statement: clears the owner of a held row, whoever it is (or only while
+     * it holds the expected token), and notifies waiters. The row's token, the
      * lock's counter, stays, so the next grant's token ({@code GREATEST(token + 1, …)}) is above the broken one; the
      * broken holder's renewals and release require its owner and find none.
      */
     @Override
-    public Mono<Broken> breakLock(String name) {
+    public Mono<Broken> breakLock(String name, long expectedToken) {
         return commands.run(name, "force-release", c -> rows(c.createStatement(breakSql)
-                        .bind(0, keys.lockKey(name)).bind(1, channel),
+                        .bind(0, keys.lockKey(name)).bind(1, channel).bind(2, expectedToken),
                         r -> r.map((row, meta) -> new Broken(true, longOf(row.get("token", Long.class)),
                                 row.get("holder", String.class))))
                 .next()

@@ -412,10 +412,11 @@ public final class RedisLeaseStore implements LeaseStore {
     }
 
     @Override
-    public Mono<Broken> breakLock(String name) {
+    public Mono<Broken> breakLock(String name, long expectedToken) {
         String[] scriptKeys = {keys.lockKey(name), keys.fenceKey(name), keys.holderKey(name)};
+        String expected = expectedToken == 0 ? "" : Long.toString(expectedToken);
         return commands.<Object>evalList(LuaScript.FORCE_RELEASE, scriptKeys,
-                        () -> new String[] {connections.shardedPubSub() ? "1" : "", keys.releaseChannel(name)},
+                        () -> new String[] {connections.shardedPubSub() ? "1" : "", keys.releaseChannel(name), expected},
                         name, "force-release")
                 .map(reply -> {
                     if (reply.size() != 3) {
