@@ -28,9 +28,10 @@ import reactor.core.publisher.Mono;
  *   <li>{@code GET /actuator/fencedlocks/{name}}: one lock, 404 when it is not held;</li>
  *   <li>{@code POST /actuator/fencedlocks/{name}} with {@code {"reason": "..."}}: breaks the lock. The endpoint's
  *       default access is {@link Access#READ_ONLY}, so this operation does not exist until
- *       {@code management.endpoint.fencedlocks.access=unrestricted} is set (and
- *       {@code management.endpoints.access.max-permitted} allows it): nobody can break locks on a default
- *       install.</li>
+ *       {@code management.endpoint.fencedlocks.access=unrestricted} is set, or
+ *       {@code management.endpoints.access.default=unrestricted} (which alone enables it, as every endpoint's
+ *       write operations), and {@code management.endpoints.access.max-permitted} allows it: nobody can break locks
+ *       on a default install.</li>
  * </ul>
  * Owner ids are never shown. Operations return {@link Mono}s: nothing blocks a request thread.
  *
@@ -96,7 +97,8 @@ public final class FencedLocksEndpoint {
      * ({@link FencedLockClient#forceRelease(String, long, String)}), so that a retried request never breaks the next
      * holder; without it, whoever holds the lock when the request arrives
      * ({@link FencedLockClient#forceRelease(String, String)}, which says exactly what that guarantees). Available
-     * only with {@code management.endpoint.fencedlocks.access=unrestricted}.
+     * only with {@code management.endpoint.fencedlocks.access=unrestricted} or
+     * {@code management.endpoints.access.default=unrestricted} (either alone enables it).
      *
      * @param name the lock name
      * @param reason who breaks it and why, for the log and the observation: required

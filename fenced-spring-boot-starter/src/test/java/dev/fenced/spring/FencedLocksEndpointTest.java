@@ -71,6 +71,14 @@ class FencedLocksEndpointTest {
                 .run(context -> assertThat(operations(context)).as("capped by max-permitted").containsExactly(OperationType.READ));
     }
 
+    /** The documented second way: the global default access alone turns force-release on, without naming fencedlocks. */
+    @Test
+    void theGlobalDefaultAccessUnrestrictedAloneAlsoOffersForceRelease() {
+        discovered.withPropertyValues("management.endpoints.access.default=unrestricted")
+                .run(context -> assertThat(operations(context)).containsExactlyInAnyOrder(OperationType.READ,
+                        OperationType.WRITE));
+    }
+
     @Test
     void theEndpointIsThereOnlyWhenExposed() {
         new ApplicationContextRunner()
