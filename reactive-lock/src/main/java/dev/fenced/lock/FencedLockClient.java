@@ -151,7 +151,11 @@ public interface FencedLockClient extends AutoCloseable {
      * table on PostgreSQL), and a page is read only when the subscriber asks for more than the pages already
      * read hold, so memory stays bounded whatever the number of locks: a subscriber that requests one at a time
      * holds at most one page beyond the one it reads. Cancelling stops reading. A lock held during the whole
-     * listing is listed exactly once; one taken or released meanwhile may be listed or not. The order is the
+     * listing is listed at least once on one Redis server and on PostgreSQL (once on PostgreSQL; on Redis
+     * {@code SCAN} may return a key twice while the server resizes its key table, so two pages may repeat a lock);
+     * on a Redis Cluster while slots move (a reshard, a failover) such a lock may also be missed, when its slot
+     * moves to a primary already scanned, or listed twice. One taken or released meanwhile may be listed or not.
+     * Not a consistent snapshot, then: read it as "locks held about now". The order is the
      * server's (the table's order of lock ids on PostgreSQL), not sorted by name on Redis. Signals arrive on the
      * driver's I/O thread; do not block there. Owner ids are never shown.
      *

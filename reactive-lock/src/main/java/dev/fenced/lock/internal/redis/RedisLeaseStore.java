@@ -338,7 +338,9 @@ public final class RedisLeaseStore implements LeaseStore {
      * {@code COUNT} of {@link FleetPages#PAGE_SIZE}; on a cluster, Lettuce's cluster scan goes through every primary
      * in turn. Each page's keys are then read by the inspect script: in one call on one server, one call per lock
      * (routed to its slot) on a cluster. {@code SCAN} may return a key twice while the server resizes its key table;
-     * a page never lists a lock twice, but two pages may.
+     * a page never lists a lock twice, but two pages may. On a cluster, a slot that moves during the listing to a
+     * primary already scanned takes its locks out of the view, and one that moves to a primary not yet scanned may
+     * list them twice.
      */
     @Override
     public Flux<LockState> locks(NamePattern pattern) {
