@@ -201,7 +201,8 @@ public interface FencedLockClient extends AutoCloseable {
      * the {@linkplain LockObserver#forceReleased observer}. Cold: nothing is sent until subscription.
      *
      * @param name the lock name
-     * @param reason who breaks it and why, for the log: not blank, at most 500 characters, no control characters
+     * @param reason who breaks it and why, for the log: not blank, at most 500 characters, no control characters,
+     *     Unicode format characters or line/paragraph separators
      * @return the outcome; errors: {@link LockServiceException}, {@link LockClientClosedException},
      *     {@link IllegalArgumentException} for a bad name or reason
      */
@@ -215,7 +216,8 @@ public interface FencedLockClient extends AutoCloseable {
      *
      * @param name the lock name
      * @param expectedToken the token of the holder to break, as {@link #locks} or {@link #lock} showed it: positive
-     * @param reason who breaks it and why, for the log: not blank, at most 500 characters, no control characters
+     * @param reason who breaks it and why, for the log: not blank, at most 500 characters, no control characters,
+     *     Unicode format characters or line/paragraph separators
      * @return the outcome; errors: {@link LockServiceException}, {@link LockClientClosedException},
      *     {@link IllegalArgumentException} for a bad name, token or reason
      */

@@ -382,6 +382,11 @@ public final class LeasingLockClient implements FencedLockClient {
                 return "reason must not contain control characters, was '" + reason.replaceAll("\\p{Cntrl}", "?") + "'";
             }
         }
+        int invisible = HolderLabels.invisible(reason);
+        if (invisible >= 0) {
+            return "reason must not contain Unicode format or line/paragraph separator characters, found "
+                    + HolderLabels.codePoint(invisible) + " in '" + HolderLabels.masked(reason) + "'";
+        }
         return "";
     }
 
