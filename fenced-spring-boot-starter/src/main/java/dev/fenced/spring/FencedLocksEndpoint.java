@@ -28,9 +28,10 @@ import reactor.core.publisher.Mono;
  *   <li>{@code GET /actuator/fencedlocks/{name}}: one lock, 404 when it is not held;</li>
  *   <li>{@code POST /actuator/fencedlocks/{name}} with {@code {"reason": "..."}}: breaks the lock. The endpoint's
  *       default access is {@link Access#READ_ONLY}, so this operation does not exist until
- *       {@code management.endpoint.fencedlocks.access=unrestricted} is set (and
- *       {@code management.endpoints.access.max-permitted} allows it): nobody can break locks on a default
- *       install.</li>
+ *       {@code management.endpoint.fencedlocks.access=unrestricted} is set, or
+ *       {@code management.endpoints.access.default=unrestricted} (which alone enables it, as every endpoint's
+ *       write operations), and {@code management.endpoints.access.max-permitted} allows it: nobody can break locks
+ *       on a default install.</li>
  * </ul>
  * Owner ids are never shown. Operations return {@link Mono}s: nothing blocks a request thread.
  *
@@ -92,16 +93,23 @@ public final class FencedLocksEndpoint {
     }
 
     /**
-     * Breaks a lock, whoever holds it: see {@link FencedLockClient#forceRelease(String, String)} for exactly what
-     * that guarantees. Available only with {@code management.endpoint.fencedlocks.access=unrestricted}.
+     * Breaks a lock: with {@code token} (the one {@code GET} showed) only while the lock holds that token
+     * ({@link FencedLockClient#forceRelease(String, long, String)}), so that a retried request never breaks the next
+     * holder; without it, whoever holds the lock when the request arrives
+     * ({@link FencedLockClient#forceRelease(String, String)}, which says exactly what that guarantees). Available
+     * only with {@code management.endpoint.fencedlocks.access=unrestricted} or
+     * {@code management.endpoints.access.default=unrestricted} (either alone enables it).
      *
      * @param name the lock name
      * @param reason who breaks it and why, for the log and the observation: required
-     * @return the outcome: {@code RELEASED}, or {@code NOT_HELD} when the lock was not held
+     * @param token the token of the holder to break, positive; absent to break whoever holds the lock
+     * @return the outcome: {@code RELEASED}, or {@code NOT_HELD} when the lock was not held (with that token)
      */
     @WriteOperation
-    public Mono<ForceRelease> forceRelease(@Selector String name, String reason) {
-        return client.forceRelease(name, reason)
+    public Mono<ForceRelease> forceRelease(@Selector String name, String reason, @Nullable Long token) {
+        Mono<ForceReleaseResult> result = token == null ? client.forceRelease(name, reason)
+                : client.forceRelease(name, token, reason);
+        return result
                 .map(r -> new ForceRelease(r.name(), r.outcome(), r.token(), r.holderLabel(), r.reason()))
                 .onErrorMap(IllegalArgumentException.class, FencedLocksEndpoint::badRequest);
     }

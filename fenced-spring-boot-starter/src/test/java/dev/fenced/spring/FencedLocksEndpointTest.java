@@ -71,6 +71,14 @@ class FencedLocksEndpointTest {
                 .run(context -> assertThat(operations(context)).as("capped by max-permitted").containsExactly(OperationType.READ));
     }
 
+    /** The documented second way: the global default access alone turns force-release on, without naming fencedlocks. */
+    @Test
+    void theGlobalDefaultAccessUnrestrictedAloneAlsoOffersForceRelease() {
+        discovered.withPropertyValues("management.endpoints.access.default=unrestricted")
+                .run(context -> assertThat(operations(context)).containsExactlyInAnyOrder(OperationType.READ,
+                        OperationType.WRITE));
+    }
+
     @Test
     void theEndpointIsThereOnlyWhenExposed() {
         new ApplicationContextRunner()
@@ -111,13 +119,13 @@ class FencedLocksEndpointTest {
                     .expectNext(report.token()).verifyComplete();
             StepVerifier.create(endpoint.lock("not-held")).verifyComplete();
 
-            StepVerifier.create(endpoint.forceRelease("report:daily", "ops: report job hung"))
+            StepVerifier.create(endpoint.forceRelease("report:daily", "ops: report job hung", null))
                     .expectNext(new FencedLocksEndpoint.ForceRelease("report:daily", ForceReleaseResult.Outcome.RELEASED,
                             report.token(), null, "ops: report job hung"))
                     .verifyComplete();
             StepVerifier.create(report.lost()).assertNext(loss -> assertThat(loss.reason()).isEqualTo(LossReason.NOT_HELD))
                     .verifyComplete();
-            StepVerifier.create(endpoint.forceRelease("report:daily", "again").map(FencedLocksEndpoint.ForceRelease::outcome))
+            StepVerifier.create(endpoint.forceRelease("report:daily", "again", report.token()).map(FencedLocksEndpoint.ForceRelease::outcome))
                     .expectNext(ForceReleaseResult.Outcome.NOT_HELD).verifyComplete();
         });
     }
@@ -132,7 +140,7 @@ class FencedLocksEndpointTest {
             StepVerifier.create(endpoint.locks("*", 0)).verifyErrorSatisfies(e -> assertThat(e)
                     .isInstanceOf(InvalidEndpointRequestException.class)
                     .hasMessage("limit must be between 1 and 10000, was 0"));
-            StepVerifier.create(endpoint.forceRelease("job", " ")).verifyErrorSatisfies(e -> assertThat(e)
+            StepVerifier.create(endpoint.forceRelease("job", " ", null)).verifyErrorSatisfies(e -> assertThat(e)
                     .isInstanceOf(InvalidEndpointRequestException.class)
                     .hasMessage("reason must not be blank: say who breaks the lock and why"));
         });

@@ -204,7 +204,11 @@ public interface FencedLockClient extends AutoCloseable {
      * table on PostgreSQL), and a page is read only when the subscriber asks for more than the pages already
      * read hold, so memory stays bounded whatever the number of locks: a subscriber that requests one at a time
      * holds at most one page beyond the one it reads. Cancelling stops reading. A lock held during the whole
-     * listing is listed exactly once; one taken or released meanwhile may be listed or not. The order is the
+     * listing is listed at least once on one Redis server and on PostgreSQL (once on PostgreSQL; on Redis
+     * {@code SCAN} may return a key twice while the server resizes its key table, so two pages may repeat a lock);
+     * on a Redis Cluster while slots move (a reshard, a failover) such a lock may also be missed, when its slot
+     * moves to a primary already scanned, or listed twice. One taken or released meanwhile may be listed or not.
+     * Not a consistent snapshot, then: read it as "locks held about now". The order is the
      * server's (the table's order of lock ids on PostgreSQL), not sorted by name on Redis. Signals arrive on the
      * driver's I/O thread; do not block there. Owner ids are never shown.
      *
@@ -240,17 +244,37 @@ public interface FencedLockClient extends AutoCloseable {
      * still accepted (the storage has seen no newer token); and the broken holder's work goes on until its client
      * notices the loss.
      *
+     * <p>It breaks whoever holds the lock when the call arrives: a retried call (its first answer lost) breaks the
+     * next, legitimate holder too. To break one holder only, use {@link #forceRelease(String, long, String)} with
+     * the token the fleet view showed.
+     *
      * <p>Idempotent: a lock that is not held (free, expired, broken already) changes nothing and answers
      * {@link ForceReleaseResult.Outcome#NOT_HELD}, not an error. Each call is logged (WARN when a lock was broken,
      * with the lock name, the broken token, the holder label and {@code reason}; INFO otherwise) and reported to
      * the {@linkplain LockObserver#forceReleased observer}. Cold: nothing is sent until subscription.
      *
      * @param name the lock name
-     * @param reason who breaks it and why, for the log: not blank, at most 500 characters, no control characters
+     * @param reason who breaks it and why, for the log: not blank, at most 500 characters, no control characters,
+     *     Unicode format characters or line/paragraph separators
      * @return the outcome; errors: {@link LockServiceException}, {@link LockClientClosedException},
      *     {@link IllegalArgumentException} for a bad name or reason
      */
     Mono<ForceReleaseResult> forceRelease(String name, String reason);
+
+    /**
+     * Breaks a lock only while it holds {@code expectedToken}, in one atomic step, with the guarantees of
+     * {@link #forceRelease(String, String)}. A lock that is free, or held with another token (the next holder's, once
+     * the expected one was broken or released), changes nothing and answers {@link ForceReleaseResult.Outcome#NOT_HELD}:
+     * retrying this call is safe. Logged and observed as the other variant; cold.
+     *
+     * @param name the lock name
+     * @param expectedToken the token of the holder to break, as {@link #locks} or {@link #lock} showed it: positive
+     * @param reason who breaks it and why, for the log: not blank, at most 500 characters, no control characters,
+     *     Unicode format characters or line/paragraph separators
+     * @return the outcome; errors: {@link LockServiceException}, {@link LockClientClosedException},
+     *     {@link IllegalArgumentException} for a bad name, token or reason
+     */
+    Mono<ForceReleaseResult> forceRelease(String name, long expectedToken, String reason);
 
     /**
      * Closes the client: new acquires fail with {@link LockClientClosedException}, waits in progress end

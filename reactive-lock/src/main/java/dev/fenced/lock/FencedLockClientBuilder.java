@@ -375,9 +375,10 @@ public final class FencedLockClientBuilder {
      * {@code prefix{name}:holder} holding {@code token label} (it never expires, like the token counter, and is
      * shown only while the lock holds that token); on PostgreSQL the row's {@code holder} column.
      *
-     * @param label not blank, at most {@value #MAX_HOLDER_LABEL_LENGTH} characters, no control characters
+     * @param label not blank, at most {@value #MAX_HOLDER_LABEL_LENGTH} characters, no control characters, Unicode
+     *     format characters (such as U+202E) or line/paragraph separators (U+2028, U+2029)
      * @return this builder
-     * @throws IllegalArgumentException if the label is blank, too long or has control characters
+     * @throws IllegalArgumentException if the label is blank, too long or has such characters
      */
     public FencedLockClientBuilder holderLabel(String label) {
         Objects.requireNonNull(label, "holderLabel must not be null");

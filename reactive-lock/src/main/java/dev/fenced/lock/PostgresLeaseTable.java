@@ -1,6 +1,7 @@
 package dev.fenced.lock;
 
 import io.r2dbc.spi.Connection;
+import io.r2dbc.spi.R2dbcException;
 import io.r2dbc.spi.ConnectionFactory;
 import io.r2dbc.spi.Result;
 import java.io.IOException;
@@ -10,6 +11,8 @@ import java.nio.charset.StandardCharsets;
 import java.util.Objects;
 import java.util.regex.Pattern;
 import org.jspecify.annotations.Nullable;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
 import reactor.core.publisher.Flux;
 import reactor.core.publisher.Mono;
 import reactor.core.scheduler.Schedulers;
@@ -27,8 +30,8 @@ import reactor.core.scheduler.Schedulers;
  * <p>The DDL ships as the resource {@code dev/fenced/lock/internal/postgres/lease-table.sql} (table
  * {@value #DEFAULT_NAME}). Its columns are public: {@code lock_id} (the lease's {@link FencedLease#lockId()}),
  * {@code owner} ({@link FencedLease#ownerId()}, {@code NULL} while free), {@code token}, {@code expires_at} and
- * {@code holder} (the {@linkplain FencedLockClientBuilder#holderLabel(String) holder label} of the latest grant,
- * for the fleet view). A table created by a version without {@code holder} gets it from {@link #create} (or run
+ * {@code holder} ({@code token label}: the {@linkplain FencedLockClientBuilder#holderLabel(String) holder label}
+ * of the latest grant that wrote one, after its token; the fleet view shows it only while the row holds that token). A table created by a version without {@code holder} gets it from {@link #create} (or run
  * {@link #upgradeDdl()} yourself); until then the clients work without labels (one WARN line each).
  * r2dbc-fencing reads them to check a lease in the transaction of a fenced write ({@code FencedWrite.checkLease}):
  * that check locks the row {@code FOR KEY SHARE}, and the store's acquire locks a row {@code FOR UPDATE}, so the
@@ -36,6 +39,8 @@ import reactor.core.scheduler.Schedulers;
  * {@code FOR NO KEY UPDATE}) go on. Immutable and thread-safe.
  */
 public final class PostgresLeaseTable {
+
+    private static final Logger log = LoggerFactory.getLogger(PostgresLeaseTable.class);
 
     /** The default table name. */
     public static final String DEFAULT_NAME = "fenced_lease";
@@ -127,7 +132,10 @@ public final class PostgresLeaseTable {
 
     /**
      * Creates the table if it does not exist, and adds what a table created by an earlier version lacks
-     * ({@link #upgradeDdl()}), on a connection of its own. Idempotent. Cold: subscribing sends the DDL.
+     * ({@link #upgradeDdl()}), on a connection of its own. Idempotent. Cold: subscribing sends the DDL. A user that
+     * may use but does not own a table of an earlier version may not add the column ({@code 42501}, "must be owner"):
+     * that logs one WARN line and completes, and the clients work without labels until the table's owner runs
+     * {@link #upgradeDdl()}.
      *
      * @param connectionFactory the connection factory of the database
      * @return completion; the driver's error if the DDL fails
@@ -139,9 +147,20 @@ public final class PostgresLeaseTable {
                 .subscribeOn(Schedulers.boundedElastic())
                 .flatMap(ddl -> Mono.usingWhen(connectionFactory.create(),
                         c -> Flux.from(c.createStatement(ddl).execute()).flatMap(Result::getRowsUpdated)
-                                .thenMany(Flux.from(c.createStatement(upgradeIfNeeded()).execute()).flatMap(Result::getRowsUpdated))
+                                .thenMany(Flux.from(c.createStatement(upgradeIfNeeded()).execute()).flatMap(Result::getRowsUpdated)
+                                        .onErrorResume(PostgresLeaseTable::notOwner, e -> {
+                                            log.warn("The lease table {} has no holder column and this user may not add it"
+                                                    + " ({}): grants store no holder label until the table's owner runs {}",
+                                                    name, e.getMessage(), upgradeDdl());
+                                            return Mono.empty();
+                                        }))
                                 .then(),
                         Connection::close));
+    }
+
+    /** Whether the upgrade failed for want of ownership (SQLSTATE 42501, insufficient privilege). */
+    private static boolean notOwner(Throwable error) {
+        return error instanceof R2dbcException e && "42501".equals(e.getSqlState());
     }
 
     @Override

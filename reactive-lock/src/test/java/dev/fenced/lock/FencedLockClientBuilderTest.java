@@ -193,6 +193,14 @@ class FencedLockClientBuilderTest {
                 .hasMessage("holderLabel must be at most 200 characters, was 201");
         assertThatThrownBy(() -> builder.holderLabel("web-1\nFORGED LOG LINE")).isInstanceOf(IllegalArgumentException.class)
                 .hasMessage("holderLabel must not contain control characters, was 'web-1?FORGED LOG LINE'");
+        assertThatThrownBy(() -> builder.holderLabel("web-1\u2028FORGED line")).isInstanceOf(IllegalArgumentException.class)
+                .hasMessage("holderLabel must not contain Unicode format or line/paragraph separator characters,"
+                        + " found U+2028 in 'web-1?FORGED line'");
+        assertThatThrownBy(() -> builder.holderLabel("web-1 \u202Egnp.exe")).isInstanceOf(IllegalArgumentException.class)
+                .hasMessage("holderLabel must not contain Unicode format or line/paragraph separator characters,"
+                        + " found U+202E in 'web-1 ?gnp.exe'");
+        assertThatThrownBy(() -> builder.holderLabel("web-1\u2029")).isInstanceOf(IllegalArgumentException.class)
+                .hasMessageContaining("found U+2029");
         assertThatThrownBy(() -> builder.holderLabel(null)).isInstanceOf(NullPointerException.class)
                 .hasMessage("holderLabel must not be null");
         assertThat(builder.holderLabel("x".repeat(200))).isSameAs(builder);
@@ -225,6 +233,12 @@ class FencedLockClientBuilderTest {
             StepVerifier.create(unreachable.forceRelease("job", "r".repeat(501))).verifyErrorSatisfies(e -> assertThat(e)
                     .isInstanceOf(IllegalArgumentException.class)
                     .hasMessage("reason must be at most 500 characters, was 501"));
+            StepVerifier.create(unreachable.forceRelease("job", "alice\u2028WARN Force-released lock 'payroll'"))
+                    .verifyErrorSatisfies(e -> assertThat(e).isInstanceOf(IllegalArgumentException.class)
+                            .hasMessage("reason must not contain Unicode format or line/paragraph separator characters,"
+                                    + " found U+2028 in 'alice?WARN Force-released lock 'payroll''"));
+            StepVerifier.create(unreachable.forceRelease("job", 0, "ops")).verifyErrorSatisfies(e -> assertThat(e)
+                    .isInstanceOf(IllegalArgumentException.class).hasMessage("expectedToken must be positive, was 0"));
             StepVerifier.create(unreachable.forceRelease("a{b}", "ops")).verifyErrorSatisfies(e -> assertThat(e)
                     .isInstanceOf(IllegalArgumentException.class).hasMessage("Lock name must not contain braces, was 'a{b}'"));
         } finally {

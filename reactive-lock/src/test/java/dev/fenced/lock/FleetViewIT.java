@@ -195,6 +195,30 @@ class FleetViewIT {
                 .as("owner ids are never logged").noneMatch(m -> m.contains(broken.ownerId()));
     }
 
+    @ParameterizedTest(name = "{0}, a retried force-release of a token")
+    @MethodSource("stores")
+    void aRetriedForceReleaseOfATokenLeavesTheNextLegitimateHolderAlone(Store store) {
+        FencedLockClient hung = client(store, FencedLockClient.builder().holderLabel("hung@w1"));
+        FencedLockClient next = client(store, FencedLockClient.builder().holderLabel("healthy@w2"));
+        FencedLockClient operator = client(store, FencedLockClient.builder().holderLabel("ops"));
+        FencedLease broken = hung.acquire("job").block(BOUND);
+        assertThat(broken).isNotNull();
+        long token = operator.lock("job").block(BOUND).token();
+        StepVerifier.create(operator.forceRelease("job", token, "alice: INC-1, job hung"))
+                .expectNext(new ForceReleaseResult("job", ForceReleaseResult.Outcome.RELEASED, broken.token(), "hung@w1",
+                        "alice: INC-1, job hung"))
+                .verifyComplete();
+        FencedLease healthy = next.acquire("job").block(BOUND);
+        assertThat(healthy).isNotNull();
+
+        StepVerifier.create(operator.forceRelease("job", token, "alice: INC-1, job hung"))
+                .expectNext(new ForceReleaseResult("job", ForceReleaseResult.Outcome.NOT_HELD, 0, null,
+                        "alice: INC-1, job hung"))
+                .verifyComplete();
+        assertThat(healthy.isHeld()).as("the next holder, after the retry").isTrue();
+        StepVerifier.create(operator.lock("job").map(LockInfo::token)).expectNext(healthy.token()).verifyComplete();
+    }
+
     @ParameterizedTest(name = "{0}, patterns stay inside the prefix")
     @MethodSource("stores")
     void patternsMatchOnlyNamesUnderTheClientsOwnPrefix(Store store) {

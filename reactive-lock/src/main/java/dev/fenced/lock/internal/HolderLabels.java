@@ -40,7 +40,58 @@ public final class HolderLabels {
                 return "holderLabel must not contain control characters, was '" + label.replaceAll("\\p{Cntrl}", "?") + "'";
             }
         }
+        int invisible = invisible(label);
+        if (invisible >= 0) {
+            return "holderLabel must not contain Unicode format or line/paragraph separator characters, found "
+                    + codePoint(invisible) + " in '" + masked(label) + "'";
+        }
         return "";
+    }
+
+    /**
+     * The first code point of {@code text} that is a Unicode format character (bidi overrides such as U+202E,
+     * zero-width characters) or a line or paragraph separator (U+2028, U+2029), which log viewers may show as
+     * line breaks or that reorder what is shown; -1 when there is none. Control characters are checked apart.
+     *
+     * @param text the text
+     * @return the code point, or -1
+     */
+    public static int invisible(String text) {
+        return text.codePoints().filter(HolderLabels::isInvisible).findFirst().orElse(-1);
+    }
+
+    /**
+     * {@code text} with control characters, format characters and line or paragraph separators replaced by
+     * {@code ?}, fit for an error message or the log.
+     *
+     * @param text the text
+     * @return the masked text
+     */
+    public static String masked(String text) {
+        StringBuilder out = new StringBuilder(text.length());
+        text.codePoints().forEach(c -> {
+            if (Character.isISOControl(c) || isInvisible(c)) {
+                out.append('?');
+            } else {
+                out.appendCodePoint(c);
+            }
+        });
+        return out.toString();
+    }
+
+    /**
+     * A code point as {@code U+XXXX}.
+     *
+     * @param codePoint the code point
+     * @return its notation
+     */
+    public static String codePoint(int codePoint) {
+        return String.format("U+%04X", codePoint);
+    }
+
+    private static boolean isInvisible(int c) {
+        int type = Character.getType(c);
+        return type == Character.FORMAT || type == Character.LINE_SEPARATOR || type == Character.PARAGRAPH_SEPARATOR;
     }
 
     /**
@@ -58,7 +109,7 @@ public final class HolderLabels {
             label.append(applicationName.strip()).append('@');
         }
         label.append(host()).append(" (pid ").append(ProcessHandle.current().pid()).append(')');
-        String clean = label.toString().replaceAll("\\p{Cntrl}", "?");
+        String clean = masked(label.toString());
         return clean.length() > MAX_LENGTH ? clean.substring(0, MAX_LENGTH) : clean;
     }
 

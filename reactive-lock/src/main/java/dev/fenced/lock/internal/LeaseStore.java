@@ -162,7 +162,20 @@ public interface LeaseStore {
      * @param name the lock name
      * @return what was broken
      */
-    Mono<Broken> breakLock(String name);
+    default Mono<Broken> breakLock(String name) {
+        return breakLock(name, 0);
+    }
+
+    /**
+     * As {@link #breakLock(String)}, but only while the lock holds {@code expectedToken}: a lock held with another
+     * token (the next holder's, once the expected one was broken or released) changes nothing and answers
+     * {@link Broken#NOTHING}, as a free lock does.
+     *
+     * @param name the lock name
+     * @param expectedToken the token to break, 0 for whichever the lock holds
+     * @return what was broken
+     */
+    Mono<Broken> breakLock(String name, long expectedToken);
 
     /**
      * A held lock as the store sees it. The owner id is never part of it: it is a capability (whoever knows it

@@ -336,7 +336,20 @@ public final class LeasingLockClient implements FencedLockClient {
 
     @Override
     public Mono<ForceReleaseResult> forceRelease(String name, String reason) {
+        return forceRelease(name, 0, reason, true);
+    }
+
+    @Override
+    public Mono<ForceReleaseResult> forceRelease(String name, long expectedToken, String reason) {
+        return forceRelease(name, expectedToken, reason, false);
+    }
+
+    /** A force-release of {@code expectedToken}, or of any token when {@code anyToken}. */
+    private Mono<ForceReleaseResult> forceRelease(String name, long expectedToken, String reason, boolean anyToken) {
         String problem = KeyLayout.problemWithName(name);
+        if (problem.isEmpty() && !anyToken && expectedToken <= 0) {
+            problem = "expectedToken must be positive, was " + expectedToken;
+        }
         if (problem.isEmpty()) {
             problem = problemWithReason(reason);
         }
@@ -347,7 +360,7 @@ public final class LeasingLockClient implements FencedLockClient {
             if (closed.get()) {
                 return Mono.error(LockClientClosedException.of(name));
             }
-            return runtime.store().breakLock(name).map(broken -> {
+            return runtime.store().breakLock(name, anyToken ? 0 : expectedToken).map(broken -> {
                 ForceReleaseResult.Outcome outcome = broken.held()
                         ? ForceReleaseResult.Outcome.RELEASED : ForceReleaseResult.Outcome.NOT_HELD;
                 if (broken.held()) {
@@ -358,7 +371,12 @@ public final class LeasingLockClient implements FencedLockClient {
                         mine.markLost(LossReason.NOT_HELD); // this client's own lease: lost now, not at its renewal
                     }
                 } else {
-                    log.info("Force-release of lock '{}' found it not held: {}", name, reason);
+                    if (anyToken) {
+                        log.info("Force-release of lock '{}' found it not held: {}", name, reason);
+                    } else {
+                        log.info("Force-release of lock '{}' found it not held with token {}: {}", name, expectedToken,
+                                reason);
+                    }
                 }
                 runtime.observer().forceReleased(name, outcome, reason);
                 return new ForceReleaseResult(name, outcome, broken.token(), broken.holderLabel(), reason);
@@ -382,6 +400,11 @@ public final class LeasingLockClient implements FencedLockClient {
                 // It goes to the log as it is: no line breaks that could forge log lines.
                 return "reason must not contain control characters, was '" + reason.replaceAll("\\p{Cntrl}", "?") + "'";
             }
+        }
+        int invisible = HolderLabels.invisible(reason);
+        if (invisible >= 0) {
+            return "reason must not contain Unicode format or line/paragraph separator characters, found "
+                    + HolderLabels.codePoint(invisible) + " in '" + HolderLabels.masked(reason) + "'";
         }
         return "";
     }

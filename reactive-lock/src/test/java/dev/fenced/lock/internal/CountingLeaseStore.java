@@ -79,8 +79,8 @@ class CountingLeaseStore implements LeaseStore {
     }
 
     @Override
-    public Mono<Broken> breakLock(String name) {
-        return delegate.breakLock(name);
+    public Mono<Broken> breakLock(String name, long expectedToken) {
+        return delegate.breakLock(name, expectedToken);
     }
 
     @Override

@@ -274,6 +274,20 @@ public abstract class LeaseStoreContract {
     }
 
     @Test
+    void breakingAnExpectedTokenLeavesALockHeldWithAnotherTokenAlone() {
+        AcquireReply a = acquire(name, "a", 10_000, 0);
+        StepVerifier.create(store().breakLock(name, a.token() + 1)).expectNext(LeaseStore.Broken.NOTHING).verifyComplete();
+        StepVerifier.create(store().breakLock(name, a.token())).expectNext(new LeaseStore.Broken(true, a.token(), null))
+                .verifyComplete();
+        AcquireReply b = acquire(name, "b", 10_000, 0);
+        assertThat(b.acquired()).isTrue();
+        StepVerifier.create(store().breakLock(name, a.token())).as("a retry of the first break")
+                .expectNext(LeaseStore.Broken.NOTHING).verifyComplete();
+        assertThat(store().renew(List.of(new RenewRequest(name, "b", b.token(), 10_000))).block(Duration.ofSeconds(5)))
+                .as("the next holder's renewal").containsExactly(true);
+    }
+
+    @Test
     void breakingIsIdempotentAndAFreeLockIsNotHeld() {
         AcquireReply a = acquire(name, "a", 10_000, 0);
         StepVerifier.create(store().breakLock(name)).expectNextMatches(LeaseStore.Broken::held).verifyComplete();

@@ -203,13 +203,13 @@ public final class InMemoryLeaseStore implements LeaseStore {
     }
 
     @Override
-    public Mono<Broken> breakLock(String name) {
+    public Mono<Broken> breakLock(String name, long expectedToken) {
         return command(name, "force-release", () -> {
             Channel channel;
             Held broken;
             synchronized (this) {
                 broken = live(name);
-                if (broken == null) {
+                if (broken == null || expectedToken != 0 && broken.token != expectedToken) {
                     return Broken.NOTHING;
                 }
                 locks.remove(name);

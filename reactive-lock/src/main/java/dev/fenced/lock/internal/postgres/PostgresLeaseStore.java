@@ -85,6 +85,7 @@ public final class PostgresLeaseStore implements LeaseStore {
         // A plain update of non-key columns, as a release: the row, and with it the token counter, stays.
         this.breakSql = "WITH broken AS (UPDATE " + quoted + " AS l SET owner = NULL, expires_at = clock_timestamp()"
                 + " WHERE lock_id = $1 AND owner IS NOT NULL AND expires_at > clock_timestamp()"
+                + " AND ($3::bigint = 0 OR l.token = $3::bigint)"
                 + " RETURNING l.lock_id, l.token, to_jsonb(l) ->> 'holder' AS holder)"
                 + " SELECT broken.token, broken.holder FROM broken, pg_notify($2, broken.lock_id)";
         this.renewSql = "UPDATE " + quoted + " AS l SET expires_at = clock_timestamp() + r.ms * interval '1 millisecond'"
@@ -143,20 +144,23 @@ public final class PostgresLeaseStore implements LeaseStore {
 
     /**
      * The acquire statement, with or without the {@code holder} column ({@code $6}, the label or {@code NULL}: a
-     * grant by a client without a label clears the previous holder's).
+     * grant by a client without a label clears the previous holder's). The column holds {@code token label}: the
+     * view shows the label only while the row holds that token, so a grant that wrote none (a client on a table
+     * without the column then, or of an earlier version) never shows the previous holder's label.
      */
     static String acquireSql(String table, boolean serverTime, boolean withHolder) {
-        String holderColumn = withHolder ? ", holder" : "";
-        String holderValue = withHolder ? ", $6" : "";
-        String holderSet = withHolder ? " holder = EXCLUDED.holder," : "";
         String firstToken = serverTime ? "GREATEST($4 + 1, (extract(epoch FROM now.t) * 1000000)::bigint)" : "$4 + 1";
+        String nextToken = "CASE WHEN l.owner = EXCLUDED.owner AND l.expires_at > clock_timestamp() THEN l.token"
+                + " ELSE GREATEST(l.token + 1, EXCLUDED.token) END";
+        String holderColumn = withHolder ? ", holder" : "";
+        String holderValue = withHolder ? ", (" + firstToken + ")::text || ' ' || $6::text" : "";
+        String holderSet = withHolder ? " holder = (" + nextToken + ")::text || ' ' || $6::text," : "";
         return "WITH now AS (SELECT clock_timestamp() AS t, set_config('lock_timeout', ($5::bigint + " + LOCK_TIMEOUT_MARGIN_MILLIS + ")::text, true) AS lt),"
                 + " granted AS (INSERT INTO " + table + " AS l (lock_id, owner, token, expires_at" + holderColumn + ")"
                 + " SELECT $1, $2, " + firstToken + ", now.t + $3 * interval '1 millisecond'" + holderValue + " FROM now"
                 + " ON CONFLICT (lock_id) DO UPDATE SET lock_id = EXCLUDED.lock_id, owner = EXCLUDED.owner,"
                 + " expires_at = EXCLUDED.expires_at," + holderSet
-                + " token = CASE WHEN l.owner = EXCLUDED.owner AND l.expires_at > clock_timestamp() THEN l.token"
-                + " ELSE GREATEST(l.token + 1, EXCLUDED.token) END"
+                + " token = " + nextToken
                 + " WHERE (l.owner IS NULL OR l.expires_at <= clock_timestamp() OR l.owner = EXCLUDED.owner)"
                 + " AND clock_timestamp() < statement_timestamp() + $5::bigint * interval '1 millisecond'"
                 + " RETURNING l.token)"
@@ -316,7 +320,8 @@ public final class PostgresLeaseStore implements LeaseStore {
                     for (Object[] row : rows) {
                         String name = row.length == 1 ? null : pattern.nameIn(keys.prefix(), String.valueOf(row[0]));
                         if (name != null) {
-                            held.add(new LockState(name, longOf((Long) row[1]), longOf((Long) row[2]), (String) row[3]));
+                            long token = longOf((Long) row[1]);
+                            held.add(new LockState(name, token, longOf((Long) row[2]), labelOf(token, (String) row[3])));
                         }
                     }
                     String last = rows.isEmpty() ? null : String.valueOf(rows.get(rows.size() - 1)[0]);
@@ -327,22 +332,37 @@ public final class PostgresLeaseStore implements LeaseStore {
     @Override
     public Mono<LockState> lock(String name) {
         return commands.run(name, "inspect lock", c -> rows(c.createStatement(lockSql).bind(0, keys.lockKey(name)),
-                        r -> r.map((row, meta) -> new LockState(name, longOf(row.get("token", Long.class)),
-                                longOf(row.get("ttl", Long.class)), row.get("holder", String.class))))
+                        r -> r.map((row, meta) -> {
+                            long token = longOf(row.get("token", Long.class));
+                            return new LockState(name, token, longOf(row.get("ttl", Long.class)),
+                                    labelOf(token, row.get("holder", String.class)));
+                        }))
                 .next());
     }
 
     /**
-     * One statement: clears the owner of a held row, whoever it is, and notifies waiters. The row's token, the
+     * The label of the holder column ({@code token label}) if it was written for {@code token}: the grant of the
+     * row's holder. {@code null} for another token's label, or none.
+     */
+    static @Nullable String labelOf(long token, @Nullable String holder) {
+        String prefix = token + " ";
+        return holder != null && holder.startsWith(prefix) ? holder.substring(prefix.length()) : null;
+    }
+
+    /**
+     * One statement: clears the owner of a held row, whoever it is (or only while
+     * it holds the expected token), and notifies waiters. The row's token, the
      * lock's counter, stays, so the next grant's token ({@code GREATEST(token + 1, …)}) is above the broken one; the
      * broken holder's renewals and release require its owner and find none.
      */
     @Override
-    public Mono<Broken> breakLock(String name) {
+    public Mono<Broken> breakLock(String name, long expectedToken) {
         return commands.run(name, "force-release", c -> rows(c.createStatement(breakSql)
-                        .bind(0, keys.lockKey(name)).bind(1, channel),
-                        r -> r.map((row, meta) -> new Broken(true, longOf(row.get("token", Long.class)),
-                                row.get("holder", String.class))))
+                        .bind(0, keys.lockKey(name)).bind(1, channel).bind(2, expectedToken),
+                        r -> r.map((row, meta) -> {
+                            long token = longOf(row.get("token", Long.class));
+                            return new Broken(true, token, labelOf(token, row.get("holder", String.class)));
+                        }))
                 .next()
                 .defaultIfEmpty(Broken.NOTHING));
     }

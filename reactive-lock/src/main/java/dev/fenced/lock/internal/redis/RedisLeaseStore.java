@@ -189,11 +189,17 @@ public final class RedisLeaseStore implements LeaseStore {
         return reply.value();
     }
 
+    /**
+     * The acquire script's keys: per lock its lock key, token counter and holder key (one hash tag), all declared
+     * so that a cluster routes and refuses the call by every key it may write while a slot moves.
+     */
     private String[] acquireKeys(List<AcquireRequest> requests) {
-        String[] scriptKeys = new String[requests.size() * 2];
+        String[] scriptKeys = new String[requests.size() * 3];
         for (int i = 0; i < requests.size(); i++) {
-            scriptKeys[2 * i] = keys.lockKey(requests.get(i).name());
-            scriptKeys[2 * i + 1] = keys.fenceKey(requests.get(i).name());
+            String name = requests.get(i).name();
+            scriptKeys[3 * i] = keys.lockKey(name);
+            scriptKeys[3 * i + 1] = keys.fenceKey(name);
+            scriptKeys[3 * i + 2] = keys.holderKey(name);
         }
         return scriptKeys;
     }
@@ -332,7 +338,9 @@ public final class RedisLeaseStore implements LeaseStore {
      * {@code COUNT} of {@link FleetPages#PAGE_SIZE}; on a cluster, Lettuce's cluster scan goes through every primary
      * in turn. Each page's keys are then read by the inspect script: in one call on one server, one call per lock
      * (routed to its slot) on a cluster. {@code SCAN} may return a key twice while the server resizes its key table;
-     * a page never lists a lock twice, but two pages may.
+     * a page never lists a lock twice, but two pages may. On a cluster, a slot that moves during the listing to a
+     * primary already scanned takes its locks out of the view, and one that moves to a primary not yet scanned may
+     * list them twice.
      */
     @Override
     public Flux<LockState> locks(NamePattern pattern) {
@@ -406,10 +414,11 @@ public final class RedisLeaseStore implements LeaseStore {
     }
 
     @Override
-    public Mono<Broken> breakLock(String name) {
+    public Mono<Broken> breakLock(String name, long expectedToken) {
         String[] scriptKeys = {keys.lockKey(name), keys.fenceKey(name), keys.holderKey(name)};
+        String expected = expectedToken == 0 ? "" : Long.toString(expectedToken);
         return commands.<Object>evalList(LuaScript.FORCE_RELEASE, scriptKeys,
-                        () -> new String[] {connections.shardedPubSub() ? "1" : "", keys.releaseChannel(name)},
+                        () -> new String[] {connections.shardedPubSub() ? "1" : "", keys.releaseChannel(name), expected},
                         name, "force-release")
                 .map(reply -> {
                     if (reply.size() != 3) {

@@ -1,6 +1,8 @@
 -- Takes locks and mints their fencing tokens: each lock in one atomic step, several locks in one call.
--- KEYS[2i-1] the lock key of lock i (value "owner:token", expires with the lease)
--- KEYS[2i] its token counter key (never expires)
+-- KEYS[3i-2] the lock key of lock i (value "owner:token", expires with the lease)
+-- KEYS[3i-1] its token counter key (never expires)
+-- KEYS[3i] its holder key (lock key .. ':holder', same hash tag): declared even when no label is written, so that
+--   Redis Cluster routes, redirects (ASK) and refuses (TRYAGAIN) the call by every key it may write during a reshard
 -- ARGV[1] '1' for server-time tokens: the next token is at least the server's TIME in microseconds
 -- ARGV[2], ARGV[3] a hand-off ('' when none; then one lock only): the owner id and token of a lease of the same
 --   client that releases lock 1 to its owner: a lock that holds that lease counts as free, and is taken over
@@ -8,8 +10,8 @@
 -- ARGV[3i+1], ARGV[3i+2], ARGV[3i+3] the owner id of lock i, its lease time in ms and its floor: its next token
 --   must exceed the floor (0 = none)
 -- ARGV[3n+4] (n locks) the holder label of the acquiring client, absent when it stores none: a grant writes
---   "token label" to the lock's holder key (lock key .. ':holder', same hash tag), one write per grant, never on
---   renewal; the fleet view shows the label only while the lock holds that token
+--   "token label" to the lock's holder key, one write per grant, never on renewal; the fleet view shows the label
+--   only while the lock holds that token
 -- Returns two values per lock, then one: {1, token} when the owner holds lock i, {0, holder's remaining ms}
 -- otherwise, {-1, error message} when a command failed for lock i alone (a key of another type, say: the other
 -- locks are answered as usual); last, 1 when a hand-off's releasing lease held lock 1, else 0.
@@ -24,12 +26,12 @@ if ARGV[1] == '1' then
   now = tonumber(time[1]) * 1000000 + tonumber(time[2])
 end
 local released = 0
-local label = ARGV[3 * (#KEYS / 2) + 4]
+local label = ARGV[3 * (#KEYS / 3) + 4]
 
 -- Lock i was just granted with token value: records who holds it, when the client has a label.
-local function labelled(lock, value)
+local function labelled(i, value)
   if label then
-    redis.call('SET', lock .. ':holder', value .. ' ' .. label)
+    redis.call('SET', KEYS[3 * i], value .. ' ' .. label)
   end
 end
 
@@ -55,7 +57,7 @@ end
 
 -- Reads the lock, then mints the token from the counter: four commands for a free lock.
 local function readingFirst(i)
-  local lock, counter = KEYS[2 * i - 1], KEYS[2 * i]
+  local lock, counter = KEYS[3 * i - 2], KEYS[3 * i - 1]
   local owner, lease = ARGV[3 * i + 1], ARGV[3 * i + 2]
   local current = redis.call('GET', lock)
   if handedOff(i, current) then
@@ -75,7 +77,7 @@ local function readingFirst(i)
   local value = string.format('%d', token)
   redis.call('SET', counter, value)
   redis.call('SET', lock, owner .. ':' .. value, 'PX', lease)
-  labelled(lock, value)
+  labelled(i, value)
   return 1, token
 end
 
@@ -83,7 +85,7 @@ end
 -- (SET NX GET), two commands for a free lock. A lock found taken has moved its counter up to the server time,
 -- which every later token exceeds anyway: the counter only bounds tokens from below.
 local function mintingFirst(i)
-  local lock, counter = KEYS[2 * i - 1], KEYS[2 * i]
+  local lock, counter = KEYS[3 * i - 2], KEYS[3 * i - 1]
   local owner, lease = ARGV[3 * i + 1], ARGV[3 * i + 2]
   local token = math.max(tonumber(ARGV[3 * i + 3]) + 1, now)
   local old = tonumber(redis.call('SET', counter, string.format('%d', token), 'GET') or '0') or 0
@@ -94,13 +96,13 @@ local function mintingFirst(i)
   local value = owner .. ':' .. string.format('%d', token)
   local current = redis.call('SET', lock, value, 'NX', 'PX', lease, 'GET')
   if not current then
-    labelled(lock, string.format('%d', token))
+    labelled(i, string.format('%d', token))
     return 1, token
   end
   if handedOff(i, current) then
     released = 1
     redis.call('SET', lock, value, 'PX', lease)
-    labelled(lock, string.format('%d', token))
+    labelled(i, string.format('%d', token))
     return 1, token
   end
   return taken(lock, owner, lease, current)
@@ -112,7 +114,7 @@ if now and redis.REDIS_VERSION_NUM and redis.REDIS_VERSION_NUM >= 0x070000 then
 end
 
 local result = {}
-for i = 1, #KEYS / 2 do
+for i = 1, #KEYS / 3 do
   local ok, held, value = pcall(acquire, i)
   if ok then
     result[2 * i - 1], result[2 * i] = held, value

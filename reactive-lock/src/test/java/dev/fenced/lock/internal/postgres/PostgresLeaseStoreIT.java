@@ -265,4 +265,76 @@ class PostgresLeaseStoreIT extends LeaseStoreContract {
             sql("DROP TABLE " + old, Long.class);
         }
     }
+
+    /**
+     * A store that started on a table without the holder column grants without a label after another instance's
+     * {@code create} added the column: the view shows no label for its grant, not the previous holder's.
+     */
+    @Test
+    void aGrantThatWroteNoLabelShowsNoneNotThePreviousHolders() {
+        String old = "fenced_lease_v0_" + UUID.randomUUID().toString().replace("-", "").substring(0, 8);
+        sql("CREATE TABLE " + old + " (lock_id text PRIMARY KEY, owner text, token bigint NOT NULL,"
+                + " expires_at timestamptz NOT NULL)", Long.class);
+        PostgresLeaseStore a = PostgresLeaseStore.open(pool, old, settings, "instance-A");
+        PostgresLeaseStore b = null;
+        try {
+            AcquireReply first = a.acquire("x", "owner-a1", 10_000, 0).block(Duration.ofSeconds(5));
+            assertThat(first.acquired()).isTrue(); // found no column: A acquires without labels from now on
+            assertThat(a.release("x", "owner-a1", first.token()).block(Duration.ofSeconds(5))).isTrue();
+            PostgresLeaseTable.named(old).create(pool).block(Duration.ofSeconds(30));
+            b = PostgresLeaseStore.open(pool, old, settings, "instance-B");
+            AcquireReply byB = b.acquire("x", "owner-b", 10_000, 0).block(Duration.ofSeconds(5));
+            assertThat(byB.acquired()).isTrue();
+            StepVerifier.create(a.lock("x").map(LeaseStore.LockState::holderLabel)).expectNext("instance-B").verifyComplete();
+            assertThat(b.release("x", "owner-b", byB.token()).block(Duration.ofSeconds(5))).isTrue();
+
+            AcquireReply byA = a.acquire("x", "owner-a2", 10_000, 0).block(Duration.ofSeconds(5));
+            assertThat(byA.acquired()).isTrue();
+            StepVerifier.create(b.lock("x"))
+                    .assertNext(seen -> {
+                        assertThat(seen.token()).isEqualTo(byA.token());
+                        assertThat(seen.holderLabel()).as("the label of instance A's grant, which wrote none").isNull();
+                    })
+                    .verifyComplete();
+        } finally {
+            a.close().block(Duration.ofSeconds(10));
+            if (b != null) {
+                b.close().block(Duration.ofSeconds(10));
+            }
+            sql("DROP TABLE " + old, Long.class);
+        }
+    }
+
+    /**
+     * A user that may use, but does not own, a table of an earlier version may not add the holder column:
+     * {@code create} completes (one WARN line) as the previous version's did, and its clients work without labels.
+     */
+    @Test
+    void createOnATableOfAnEarlierVersionCompletesForAUserThatDoesNotOwnIt(PostgresServer postgres) {
+        String suffix = UUID.randomUUID().toString().replace("-", "").substring(0, 8);
+        String old = "fenced_lease_v0_" + suffix;
+        String role = "fenced_app_" + suffix;
+        sql("CREATE TABLE " + old + " (lock_id text PRIMARY KEY, owner text, token bigint NOT NULL,"
+                + " expires_at timestamptz NOT NULL)", Long.class);
+        sql("CREATE ROLE " + role + " LOGIN", Long.class);
+        sql("GRANT USAGE, CREATE ON SCHEMA public TO " + role, Long.class);
+        sql("GRANT SELECT, INSERT, UPDATE ON " + old + " TO " + role, Long.class);
+        ConnectionPool app = new ConnectionPool(ConnectionPoolConfiguration.builder(ConnectionFactories.get(
+                postgres.r2dbcUrl().replaceFirst("//[^@/]*@", "//" + role + "@"))).maxSize(1).build());
+        try {
+            StepVerifier.create(PostgresLeaseTable.named(old).create(app)).verifyComplete();
+            PostgresLeaseStore store = PostgresLeaseStore.open(app, old, settings, "web-1");
+            try {
+                StepVerifier.create(store.acquire("x", "o", 10_000, 0).map(AcquireReply::acquired)).expectNext(true)
+                        .verifyComplete();
+            } finally {
+                store.close().block(Duration.ofSeconds(10));
+            }
+        } finally {
+            app.disposeLater().block(Duration.ofSeconds(10));
+            sql("DROP TABLE " + old, Long.class);
+            sql("DROP OWNED BY " + role, Long.class);
+            sql("DROP ROLE " + role, Long.class);
+        }
+    }
 }

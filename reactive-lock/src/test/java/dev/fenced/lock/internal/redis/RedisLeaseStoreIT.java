@@ -5,16 +5,24 @@ import dev.fenced.lock.internal.KeyLayout;
 import dev.fenced.lock.internal.LeaseStore;
 import dev.fenced.lock.internal.LeaseStoreContract;
 import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatCode;
 
 import dev.fenced.lock.LockServiceException;
 import dev.fenced.lock.TokenScheme;
 import dev.fenced.lock.internal.LeaseStore.AcquireReply;
+import dev.fenced.testservices.RedisCluster;
 import dev.fenced.testservices.RedisProcess;
 import dev.fenced.testservices.RedisServer;
 import dev.fenced.testservices.RedisServerExtension;
 import io.lettuce.core.RedisClient;
 import io.lettuce.core.RedisURI;
 import io.lettuce.core.api.sync.RedisCommands;
+import java.io.ByteArrayOutputStream;
+import java.io.IOException;
+import java.io.InputStream;
+import java.io.OutputStream;
+import java.net.Socket;
+import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.util.List;
 import java.util.UUID;
@@ -79,6 +87,40 @@ class RedisLeaseStoreIT extends LeaseStoreContract {
     @Override
     protected void elapse(Duration duration) {
         sleep(duration);
+    }
+
+    /**
+     * The acquire script declares every key it may write (lock, counter, holder key): while a reshard has moved the
+     * lock and its counter but not yet the holder key, the importing node refuses a hand-off (TRYAGAIN) instead of
+     * writing a second holder key, and the reshard's next MIGRATE completes.
+     */
+    @Test
+    void aGrantDuringASlotMigrationNeverWritesAKeyTheReshardHasNotMovedYet() throws IOException {
+        try (RedisCluster cluster = RedisCluster.start(2)) {
+            String lock = "it-" + UUID.randomUUID() + ":{m}";
+            String fence = lock + ":fence";
+            String holder = lock + ":holder";
+            int slot = cluster.slotOf(lock);
+            int source = cluster.ownerOf(slot);
+            int target = 1 - source;
+            RedisProcess from = cluster.nodes().get(source);
+            RedisProcess to = cluster.nodes().get(target);
+            String script = LuaScript.ACQUIRE.source();
+            from.call("EVAL", script, "3", lock, fence, holder, "", "", "", "o1", "60000", "0", "L1");
+            assertThat(from.call("GET", holder)).isEqualTo("1 L1");
+
+            to.call("CLUSTER", "SETSLOT", Integer.toString(slot), "IMPORTING", cluster.nodeId(source));
+            from.call("CLUSTER", "SETSLOT", Integer.toString(slot), "MIGRATING", cluster.nodeId(target));
+            from.call("MIGRATE", "127.0.0.1", Integer.toString(to.port()), "", "0", "5000", "KEYS", lock, fence);
+
+            Object refused = askingEval(to.port(), script, lock, fence, holder, "", "o1", "1", "o2", "30000", "0", "L2");
+            assertThat(String.valueOf(refused)).startsWith("ERROR TRYAGAIN");
+
+            assertThatCode(() -> from.call("MIGRATE", "127.0.0.1", Integer.toString(to.port()), "", "0", "5000", "KEYS",
+                    holder)).as("the reshard's next MIGRATE").doesNotThrowAnyException();
+            Object granted = askingEval(to.port(), script, lock, fence, holder, "", "o1", "1", "o2", "30000", "0", "L2");
+            assertThat(String.valueOf(granted)).startsWith("[1, 2");
+        }
     }
 
     private AcquireReply grantAndRelease(String name, String owner) {
@@ -302,5 +344,79 @@ class RedisLeaseStoreIT extends LeaseStoreContract {
             }
         }
         return calls;
+    }
+
+    private static Object askingEval(int port, String... eval) throws IOException {
+        try (Socket socket = new Socket("127.0.0.1", port)) {
+            OutputStream out = socket.getOutputStream();
+            write(out, "ASKING");
+            String[] args = new String[eval.length + 2];
+            args[0] = "EVAL";
+            args[1] = eval[0];
+            args[2] = "3";
+            System.arraycopy(eval, 1, args, 3, eval.length - 1);
+            write(out, args);
+            InputStream in = socket.getInputStream();
+            read(in); // +OK
+            return read(in);
+        }
+    }
+
+    private static void write(OutputStream out, String... args) throws IOException {
+        ByteArrayOutputStream buffer = new ByteArrayOutputStream();
+        buffer.write(("*" + args.length + "\r\n").getBytes(StandardCharsets.US_ASCII));
+        for (String arg : args) {
+            byte[] bytes = arg.getBytes(StandardCharsets.UTF_8);
+            buffer.write(("$" + bytes.length + "\r\n").getBytes(StandardCharsets.US_ASCII));
+            buffer.write(bytes);
+            buffer.write("\r\n".getBytes(StandardCharsets.US_ASCII));
+        }
+        out.write(buffer.toByteArray());
+        out.flush();
+    }
+
+    private static Object read(InputStream in) throws IOException {
+        String line = line(in);
+        char type = line.charAt(0);
+        String rest = line.substring(1);
+        switch (type) {
+            case '+':
+                return rest;
+            case '-':
+                return "ERROR " + rest;
+            case ':':
+                return Long.parseLong(rest);
+            case '$': {
+                int n = Integer.parseInt(rest);
+                if (n < 0) {
+                    return null;
+                }
+                byte[] bytes = in.readNBytes(n + 2);
+                return new String(bytes, 0, n, StandardCharsets.UTF_8);
+            }
+            case '*': {
+                int n = Integer.parseInt(rest);
+                Object[] items = new Object[Math.max(0, n)];
+                for (int i = 0; i < n; i++) {
+                    items[i] = read(in);
+                }
+                return java.util.Arrays.asList(items);
+            }
+            default:
+                throw new IOException("unexpected reply " + line);
+        }
+    }
+
+    private static String line(InputStream in) throws IOException {
+        StringBuilder b = new StringBuilder();
+        int c;
+        while ((c = in.read()) != '\r') {
+            if (c < 0) {
+                throw new IOException("closed");
+            }
+            b.append((char) c);
+        }
+        in.read();
+        return b.toString();
     }
 }
