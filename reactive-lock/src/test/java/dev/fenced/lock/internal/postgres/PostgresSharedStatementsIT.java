@@ -101,15 +101,15 @@ class PostgresSharedStatementsIT {
         sql("CREATE TRIGGER fenced_shared_it_refuse BEFORE INSERT OR UPDATE ON " + TABLE
                 + " FOR EACH ROW EXECUTE FUNCTION fenced_shared_it_refuse()");
         try {
-            Throwable alone = store.acquire(bad, "me", 60_000, 0).map(Object.class::cast)
-                    .onErrorResume(Mono::just).block(WAIT);
+            Object alone = store.acquire(bad, "me", 60_000, 0).map(Object.class::cast)
+                    .onErrorResume(e -> Mono.just(e)).block(WAIT);
             assertThat(alone).isInstanceOf(LockServiceException.class);
             List<String> names = List.of(bad, "ok-1-" + UUID.randomUUID(), "ok-2-" + UUID.randomUUID());
             int before = store.sharedStatements()[0];
 
             List<Object> outcomes = together(() -> Flux.fromIterable(names)
                     .flatMapSequential(name -> store.acquire(name, "me", 60_000, 0).map(Object.class::cast)
-                            .onErrorResume(Mono::just))
+                            .onErrorResume(e -> Mono.just(e)))
                     .collectList());
 
             assertThat(store.sharedStatements()[0]).isEqualTo(before + 1);
