@@ -83,7 +83,7 @@ class PostgresSharedStatementsIT {
         assertThat(replies.subList(1, replies.size())).allMatch(AcquireReply::acquired);
         // Releases share a statement as well; each answers for its own lock (the held one is not this owner's).
         int releasesBefore = store.sharedStatements()[1];
-        List<Boolean> released = together(() -> Flux.fromIterable(names)
+        List<Boolean> released = releasedTogether(() -> Flux.fromIterable(names)
                 .flatMapSequential(name -> store.release(name, "me", null)).collectList());
         assertThat(store.sharedStatements()[1]).isEqualTo(releasesBefore + 1);
         assertThat(released.get(0)).isFalse();
@@ -134,7 +134,7 @@ class PostgresSharedStatementsIT {
             // Rows first, so that the grant below shows as a new token on an existing row.
             long first = client.acquire(abandoned).flatMap(l -> l.release().thenReturn(l.token())).block(WAIT);
             List<CompletableFuture<FencedLease>> kept = new ArrayList<>();
-            together(name -> client.acquire(name).flatMap(FencedLease::release), () -> {
+            together(name -> client.acquire(name).flatMap(FencedLease::release), false, () -> {
                 for (String name : names) {
                     CompletableFuture<FencedLease> lease = client.acquire(name).toFuture();
                     if (name.equals(abandoned)) {
@@ -194,15 +194,23 @@ class PostgresSharedStatementsIT {
      */
     private <T> T together(Supplier<Mono<T>> requests) {
         return together(name -> store.acquire(name, "blocked", 60_000, 0).flatMap(r -> store.release(name, "blocked", null)),
-                requests);
+                false, requests);
     }
 
-    /** {@link #together(Supplier)} on another client of the table: {@code blocked} acquires a lock with it, then releases. */
-    private <T> T together(java.util.function.Function<String, Mono<?>> blocked, Supplier<Mono<T>> requests) {
+    /** {@link #together(Supplier)} for releases: the blocked statements are releases of held locks. */
+    private <T> T releasedTogether(Supplier<Mono<T>> requests) {
+        return together(name -> store.release(name, "blocker", null), true, requests);
+    }
+
+    /**
+     * {@link #together(Supplier)} with {@code blocked} as the statement that waits for each blocking lock's row (on
+     * another client of the table, say); the blocking locks are held by {@code blocker} with {@code held}, else free.
+     */
+    private <T> T together(java.util.function.Function<String, Mono<?>> blocked, boolean held, Supplier<Mono<T>> requests) {
         List<String> blockers = new ArrayList<>();
         for (int i = 0; i < StatementBatcher.MAX_IN_FLIGHT; i++) {
             String name = "blocker-" + i + "-" + UUID.randomUUID();
-            store.acquire(name, "blocker", 60_000, 0).then(store.release(name, "blocker", null)).block(WAIT);
+            store.acquire(name, "blocker", 60_000, 0).then(held ? Mono.empty() : store.release(name, "blocker", null)).block(WAIT);
             blockers.add(settings.keyPrefix() + "{" + name + "}");
         }
         Connection tx = Mono.from(pool.create()).block(WAIT);
