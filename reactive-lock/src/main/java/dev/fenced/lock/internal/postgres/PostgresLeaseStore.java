@@ -25,7 +25,9 @@ import reactor.util.Loggers;
  * so the grant and the token it mints commit together, and every expiry is decided by the database's clock
  * ({@code clock_timestamp()}), never by the client's. Release notifications go through {@code NOTIFY} on the
  * table's channel, with the lock id as payload ({@link ReleaseNotifications}); statements run on connections
- * of the application's connection factory ({@link PostgresCommands}).
+ * of the application's connection factory ({@link PostgresCommands}). Acquires (and releases) in flight at once
+ * share one multi-row statement ({@link StatementBatcher}), row by row the one-lock statement; a hand-off to a
+ * waiter of the same client is one statement ({@link #handOffSql}).
  *
  * <p>Thread-safe.
  */
