@@ -103,7 +103,12 @@ final class PostgresCommands {
     }
 
     private <T> Mono<T> run(String name, String operation, boolean settle, Function<Connection, Mono<T>> body) {
-        return runUnclassified(settle, body).onErrorMap(e -> PostgresErrors.classify(e, name, operation, commandTimeout, table));
+        return runMany(settle, body).onErrorMap(e -> classify(e, name, operation));
+    }
+
+    /** A failure of a statement as the lock {@code name} reports it. */
+    FencedLockException classify(Throwable error, String name, String operation) {
+        return PostgresErrors.classify(error, name, operation, commandTimeout, table);
     }
 
     /**
@@ -116,15 +121,6 @@ final class PostgresCommands {
      * @return the reply
      */
     <T> Mono<T> runMany(boolean settle, Function<Connection, Mono<T>> body) {
-        return runUnclassified(settle, body);
-    }
-
-    /** A failure of a statement as the lock {@code name} reports it. */
-    FencedLockException classify(Throwable error, String name, String operation) {
-        return PostgresErrors.classify(error, name, operation, commandTimeout, table);
-    }
-
-    private <T> Mono<T> runUnclassified(boolean settle, Function<Connection, Mono<T>> body) {
         return Mono.defer(() -> {
             if (settle) {
                 return Mono.usingWhen(connect(), c -> body.apply(c).timeout(commandTimeout, scheduler), PostgresCommands::giveBack,

@@ -188,6 +188,49 @@ class PostgresSharedStatementsIT {
         }
     }
 
+    @Test
+    void aHandOffTakesTheLockOverInOneStatementOnlyFromTheLeaseThatHoldsIt() {
+        java.util.concurrent.atomic.AtomicInteger statements = new java.util.concurrent.atomic.AtomicInteger();
+        io.r2dbc.spi.ConnectionFactory counted = new io.r2dbc.spi.ConnectionFactory() {
+            @Override
+            public org.reactivestreams.Publisher<? extends Connection> create() {
+                statements.incrementAndGet();
+                return pool.create();
+            }
+
+            @Override
+            public io.r2dbc.spi.ConnectionFactoryMetadata getMetadata() {
+                return pool.getMetadata();
+            }
+        };
+        PostgresLeaseStore store = PostgresLeaseStore.open(counted, TABLE, settings, null, true);
+        try {
+            handOff(store, statements);
+        } finally {
+            store.close().block(WAIT);
+        }
+    }
+
+    private void handOff(PostgresLeaseStore store, java.util.concurrent.atomic.AtomicInteger statements) {
+        String name = "handoff-" + UUID.randomUUID();
+        long first = store.acquire(name, "a", 60_000, 0).block(WAIT).token();
+        int before = statements.get();
+
+        dev.fenced.lock.internal.LeaseStore.Handoff handed = store.handOff(name, "a", first, "b", 60_000, 0).block(WAIT);
+
+        assertThat(statements.get() - before).as("statements of a hand-off").isEqualTo(1);
+        assertThat(handed.released()).isTrue();
+        assertThat(handed.next().acquired()).isTrue();
+        assertThat(handed.next().token()).isGreaterThan(first);
+        assertThat(row(name).get(0)[0]).isEqualTo("b");
+        // "a" no longer holds the lock: its hand-off takes nothing from "b", reports no release, and "c" is busy.
+        dev.fenced.lock.internal.LeaseStore.Handoff stale = store.handOff(name, "a", first, "c", 60_000, 0).block(WAIT);
+        assertThat(stale.released()).isFalse();
+        assertThat(stale.next().acquired()).isFalse();
+        assertThat(row(name).get(0)[0]).isEqualTo("b");
+        assertThat((Long) row(name).get(0)[1]).isEqualTo(handed.next().token());
+    }
+
     /**
      * Runs {@code requests} while every statement slot of the store is taken by an acquire waiting for a row the
      * test has locked, so that the requests queue up and leave in one statement when the lock is released.
