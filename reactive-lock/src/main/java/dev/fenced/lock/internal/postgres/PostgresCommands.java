@@ -1,5 +1,6 @@
 package dev.fenced.lock.internal.postgres;
 
+import dev.fenced.lock.FencedLockException;
 import dev.fenced.lock.internal.ClientSettings;
 import io.r2dbc.spi.Connection;
 import io.r2dbc.spi.ConnectionFactory;
@@ -102,6 +103,24 @@ final class PostgresCommands {
     }
 
     private <T> Mono<T> run(String name, String operation, boolean settle, Function<Connection, Mono<T>> body) {
+        return runMany(settle, body).onErrorMap(e -> classify(e, name, operation));
+    }
+
+    /** A failure of a statement as the lock {@code name} reports it. */
+    FencedLockException classify(Throwable error, String name, String operation) {
+        return PostgresErrors.classify(error, name, operation, commandTimeout, table);
+    }
+
+    /**
+     * Runs a statement of several locks as {@link #run} or (with {@code settle}) {@link #runAcquire} does, with its
+     * failure left unclassified: each lock it carried classifies it for itself ({@link #classify}).
+     *
+     * @param settle whether it grants (an acquire): a failure is signalled once the statement has been stopped
+     * @param body the statement
+     * @param <T> the reply type
+     * @return the reply
+     */
+    <T> Mono<T> runMany(boolean settle, Function<Connection, Mono<T>> body) {
         return Mono.defer(() -> {
             if (settle) {
                 return Mono.usingWhen(connect(), c -> body.apply(c).timeout(commandTimeout, scheduler), PostgresCommands::giveBack,
@@ -120,8 +139,7 @@ final class PostgresCommands {
                 // A serialization failure (40001, at a pool default of REPEATABLE READ or SERIALIZABLE) undid the
                 // whole one-statement transaction: running it again, with a new snapshot, is always safe.
                 .retryWhen(Retry.max(SERIALIZATION_RETRIES).filter(PostgresErrors::serializationFailure)
-                        .onRetryExhaustedThrow((spec, signal) -> signal.failure()))
-                .onErrorMap(e -> PostgresErrors.classify(e, name, operation, commandTimeout, table));
+                        .onRetryExhaustedThrow((spec, signal) -> signal.failure()));
     }
 
     /**

@@ -17,6 +17,8 @@ final class PostgresErrors {
     private static final String SERIALIZATION_FAILURE = "40001";
     /** SQLSTATE lock_not_available: a lock wait outlasted the statement's {@code lock_timeout}. */
     private static final String LOCK_NOT_AVAILABLE = "55P03";
+    /** SQLSTATE deadlock_detected: the database rolled the statement back to break a cycle of lock waits. */
+    private static final String DEADLOCK_DETECTED = "40P01";
 
     /** SQLSTATE undefined_column. */
     private static final String UNDEFINED_COLUMN = "42703";
@@ -120,6 +122,18 @@ final class PostgresErrors {
     static boolean busy(Throwable error) {
         String state = sqlState(error);
         return SERIALIZATION_FAILURE.equals(state) || LOCK_NOT_AVAILABLE.equals(state);
+    }
+
+    /**
+     * Whether a statement of several locks was rolled back as a whole by a wait for one of them: failed to
+     * serialize, outwaited its {@code lock_timeout} or was chosen to break a deadlock. It changed nothing, so each
+     * lock it carried may be asked for again on its own.
+     *
+     * @param error a failure, unclassified
+     * @return whether it is SQLSTATE 40001, 55P03 or 40P01
+     */
+    static boolean rolledBackByWait(Throwable error) {
+        return busy(error) || DEADLOCK_DETECTED.equals(sqlState(error));
     }
 
     private static @org.jspecify.annotations.Nullable String sqlState(Throwable error) {

@@ -25,7 +25,9 @@ import reactor.util.Loggers;
  * so the grant and the token it mints commit together, and every expiry is decided by the database's clock
  * ({@code clock_timestamp()}), never by the client's. Release notifications go through {@code NOTIFY} on the
  * table's channel, with the lock id as payload ({@link ReleaseNotifications}); statements run on connections
- * of the application's connection factory ({@link PostgresCommands}).
+ * of the application's connection factory ({@link PostgresCommands}). Acquires (and releases) in flight at once
+ * share one multi-row statement ({@link StatementBatcher}), row by row the one-lock statement; a hand-off to a
+ * waiter of the same client is one statement ({@link #handOffSql}).
  *
  * <p>Thread-safe.
  */
@@ -46,6 +48,21 @@ public final class PostgresLeaseStore implements LeaseStore {
     private volatile boolean holderColumn = true;
     private final String renewSql;
     private final String releaseSql;
+    private final String acquireManySql;
+    private final String acquireManySqlWithoutHolder;
+    private final String handOffSql;
+    private final String handOffSqlWithoutHolder;
+    private final String releaseManySql;
+    /** The acquires and releases in flight at once, shared out into multi-row statements; {@code null}: one each. */
+    private final @Nullable StatementBatcher<AcquireRequest, AcquireReply> acquires;
+    private final @Nullable StatementBatcher<ReleaseRequest, Boolean> releases;
+
+    /**
+     * The system property that, set to {@code false}, makes every acquire and release a statement of its own and a
+     * hand-off a release and an acquire, as before statements were shared: for benchmarks that compare the two in
+     * one run. Read when a store opens.
+     */
+    static final String BATCHING_PROPERTY = "dev.fenced.postgres.batching";
     private final String channel;
     private final long commandTimeoutMillis;
 
@@ -56,7 +73,7 @@ public final class PostgresLeaseStore implements LeaseStore {
     private static final java.time.Duration LATE_COMMIT_MARGIN = java.time.Duration.ofSeconds(1);
 
     private PostgresLeaseStore(ConnectionFactory connectionFactory, String table, ClientSettings settings,
-            @Nullable String holderLabel) {
+            @Nullable String holderLabel, boolean batching) {
         this.keys = new KeyLayout(settings.keyPrefix());
         this.holderLabel = holderLabel;
         String quoted = quote(table);
@@ -96,6 +113,31 @@ public final class PostgresLeaseStore implements LeaseStore {
                 + " WHERE lock_id = $1 AND owner = $2 AND ($3::bigint IS NULL OR token = $3::bigint)"
                 + " AND expires_at > clock_timestamp() RETURNING lock_id)"
                 + " SELECT released.lock_id FROM released, pg_notify($4, released.lock_id)";
+        boolean serverTime = settings.tokenScheme() == TokenScheme.SERVER_TIME;
+        this.acquireManySql = acquireManySql(quoted, serverTime, true);
+        this.acquireManySqlWithoutHolder = acquireManySql(quoted, serverTime, false);
+        this.handOffSql = handOffSql(quoted, serverTime, true);
+        this.handOffSqlWithoutHolder = handOffSql(quoted, serverTime, false);
+        // The release statement row by row, over arrays; a token of 0 (never minted) matches any token of the owner.
+        this.releaseManySql = "WITH r AS (SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[]) WITH ORDINALITY AS r(lock_id, owner, token, i)),"
+                + " released AS (UPDATE " + quoted + " AS l SET owner = NULL, expires_at = clock_timestamp() FROM r"
+                + " WHERE l.lock_id = r.lock_id AND l.owner = r.owner AND (r.token = 0 OR l.token = r.token)"
+                + " AND l.expires_at > clock_timestamp() RETURNING r.i, l.lock_id)"
+                + " SELECT released.i FROM released, pg_notify($4, released.lock_id)";
+        this.acquires = batching ? new StatementBatcher<>(r -> acquireAlone(r.name(), r.owner(), r.leaseMillis(), r.floor()),
+                this::acquireMany, AcquireRequest::lockId, PostgresErrors::rolledBackByWait,
+                (e, r) -> commands.classify(e, r.name(), "acquire"), settings.commandTimeout()) : null;
+        this.releases = batching ? new StatementBatcher<>(r -> releaseAlone(r.name(), r.owner(), r.token()),
+                this::releaseMany, ReleaseRequest::lockId, PostgresErrors::rolledBackByWait,
+                (e, r) -> commands.classify(e, r.name(), "release"), settings.commandTimeout()) : null;
+    }
+
+    /** An acquire waiting for its statement. */
+    private record AcquireRequest(String lockId, String name, String owner, long leaseMillis, long floor) {
+    }
+
+    /** A release waiting for its statement. */
+    private record ReleaseRequest(String lockId, String name, String owner, @Nullable Long token) {
     }
 
     /**
@@ -149,24 +191,84 @@ public final class PostgresLeaseStore implements LeaseStore {
      * without the column then, or of an earlier version) never shows the previous holder's label.
      */
     static String acquireSql(String table, boolean serverTime, boolean withHolder) {
-        String firstToken = serverTime ? "GREATEST($4 + 1, (extract(epoch FROM now.t) * 1000000)::bigint)" : "$4 + 1";
+        return "WITH " + NOW + ", granted AS (" + grant(table, "SELECT $1, $2, %s, now.t + $3 * interval '1 millisecond'%s FROM now",
+                        "$4", serverTime, withHolder, FREE + " OR l.owner = EXCLUDED.owner", "l.token")
+                + ") SELECT true AS acquired, token, 0::bigint AS ttl FROM granted"
+                + " UNION ALL SELECT false, 0::bigint, " + HOLDER_TTL
+                + " FROM " + table + " h, now WHERE h.lock_id = $1 AND NOT EXISTS (SELECT 1 FROM granted)";
+    }
+
+    /**
+     * The acquire statement of several locks: {@link #acquireSql(String, boolean, boolean)} row by row, over arrays
+     * of lock ids ({@code $1}), owners ({@code $2}), lease times ({@code $3}) and floors ({@code $4}), each lock at
+     * most once; {@code $5} and {@code $6} as there. Each row keeps the one-row statement's token rule, bound and
+     * holder label; the rows are inserted (and so locked) in the order of their lock ids, the order every such
+     * statement takes them in, so that two of them never wait for each other in a cycle. Answers, for each lock
+     * by its ordinal {@code i}, a grant or the holder's remaining time (no row: busy, time unknown, as there).
+     */
+    static String acquireManySql(String table, boolean serverTime, boolean withHolder) {
+        return "WITH " + NOW + ", r AS (SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[], $4::bigint[])"
+                + " WITH ORDINALITY AS r(lock_id, owner, ms, floor, i)),"
+                + " granted AS (" + grant(table, "SELECT r.lock_id, r.owner, %s, now.t + r.ms * interval '1 millisecond'%s"
+                        + " FROM r, now ORDER BY r.lock_id", "r.floor", serverTime, withHolder,
+                        FREE + " OR l.owner = EXCLUDED.owner", "l.lock_id, l.token")
+                + ") SELECT r.i, true AS acquired, g.token, 0::bigint AS ttl FROM r JOIN granted g ON g.lock_id = r.lock_id"
+                + " UNION ALL SELECT r.i, false, 0::bigint, " + HOLDER_TTL + " FROM r JOIN " + table + " h ON h.lock_id = r.lock_id, now"
+                + " WHERE NOT EXISTS (SELECT 1 FROM granted g WHERE g.lock_id = r.lock_id)";
+    }
+
+    /**
+     * The hand-off statement: the acquire of {@link #acquireSql(String, boolean, boolean)} for the next owner
+     * ({@code $2}), which takes the lock over only while the releasing lease ({@code $6} owner, {@code $7} token)
+     * holds it. It locks the row as an acquire does (so it waits for a lease check's {@code FOR KEY SHARE}) and
+     * mints the next token by the same rule; the lock is never free in between, so nobody is notified. Answers the
+     * new token and whether the row was inserted (the lock had no row: the releasing lease did not hold it); no
+     * row when the releasing lease did not hold the lock. The label, with the holder column, is {@code $8}.
+     */
+    static String handOffSql(String table, boolean serverTime, boolean withHolder) {
+        return "WITH " + NOW + " " + grant(table, "SELECT $1, $2, %s, now.t + $3 * interval '1 millisecond'%s FROM now",
+                "$4", serverTime, withHolder ? "$8" : null,
+                "l.owner = $6 AND l.token = $7::bigint AND l.expires_at > clock_timestamp()", "l.token, (l.xmax = 0) AS inserted");
+    }
+
+    /** The statement's clock and its own lock wait bound (the command timeout, {@code $5} ms, and a margin). */
+    private static final String NOW = "now AS (SELECT clock_timestamp() AS t, set_config('lock_timeout', ($5::bigint + "
+            + LOCK_TIMEOUT_MARGIN_MILLIS + ")::text, true) AS lt)";
+
+    /** A row {@code l} that nobody holds. */
+    private static final String FREE = "(l.owner IS NULL OR l.expires_at <= clock_timestamp())";
+
+    /** The remaining time of the holder {@code h}, by the statement's clock. */
+    private static final String HOLDER_TTL = "GREATEST(1, ceil(extract(epoch FROM (h.expires_at - now.t)) * 1000))::bigint";
+
+    /**
+     * The grant: an insert of the rows of {@code source} (a {@code SELECT} with a {@code %s} for the first token and
+     * one for the holder value) that, on a lock's existing row, takes it over where {@code takeOver} holds, minting
+     * the next token above the counter and the floor ({@code floor}), keeping it for the owner's own live lease.
+     */
+    private static String grant(String table, String source, String floor, boolean serverTime, boolean withHolder,
+            String takeOver, String returning) {
+        return grant(table, source, floor, serverTime, withHolder ? "$6" : null, takeOver, returning);
+    }
+
+    /** {@link #grant(String, String, String, boolean, boolean, String, String)} with the label's parameter, if any. */
+    private static String grant(String table, String source, String floor, boolean serverTime, @Nullable String label,
+            String takeOver, String returning) {
+        boolean withHolder = label != null;
+        String firstToken = serverTime ? "GREATEST(" + floor + " + 1, (extract(epoch FROM now.t) * 1000000)::bigint)" : floor + " + 1";
         String nextToken = "CASE WHEN l.owner = EXCLUDED.owner AND l.expires_at > clock_timestamp() THEN l.token"
                 + " ELSE GREATEST(l.token + 1, EXCLUDED.token) END";
         String holderColumn = withHolder ? ", holder" : "";
-        String holderValue = withHolder ? ", (" + firstToken + ")::text || ' ' || $6::text" : "";
-        String holderSet = withHolder ? " holder = (" + nextToken + ")::text || ' ' || $6::text," : "";
-        return "WITH now AS (SELECT clock_timestamp() AS t, set_config('lock_timeout', ($5::bigint + " + LOCK_TIMEOUT_MARGIN_MILLIS + ")::text, true) AS lt),"
-                + " granted AS (INSERT INTO " + table + " AS l (lock_id, owner, token, expires_at" + holderColumn + ")"
-                + " SELECT $1, $2, " + firstToken + ", now.t + $3 * interval '1 millisecond'" + holderValue + " FROM now"
+        String holderValue = withHolder ? ", (" + firstToken + ")::text || ' ' || " + label + "::text" : "";
+        String holderSet = withHolder ? " holder = (" + nextToken + ")::text || ' ' || " + label + "::text," : "";
+        return "INSERT INTO " + table + " AS l (lock_id, owner, token, expires_at" + holderColumn + ") "
+                + String.format(source, firstToken, holderValue)
                 + " ON CONFLICT (lock_id) DO UPDATE SET lock_id = EXCLUDED.lock_id, owner = EXCLUDED.owner,"
                 + " expires_at = EXCLUDED.expires_at," + holderSet
                 + " token = " + nextToken
-                + " WHERE (l.owner IS NULL OR l.expires_at <= clock_timestamp() OR l.owner = EXCLUDED.owner)"
+                + " WHERE (" + takeOver + ")"
                 + " AND clock_timestamp() < statement_timestamp() + $5::bigint * interval '1 millisecond'"
-                + " RETURNING l.token)"
-                + " SELECT true AS acquired, token, 0::bigint AS ttl FROM granted"
-                + " UNION ALL SELECT false, 0::bigint, GREATEST(1, ceil(extract(epoch FROM (h.expires_at - now.t)) * 1000))::bigint"
-                + " FROM " + table + " h, now WHERE h.lock_id = $1 AND NOT EXISTS (SELECT 1 FROM granted)";
+                + " RETURNING " + returning;
     }
 
     /**
@@ -195,7 +297,23 @@ public final class PostgresLeaseStore implements LeaseStore {
      */
     public static PostgresLeaseStore open(ConnectionFactory connectionFactory, String table, ClientSettings settings,
             @Nullable String holderLabel) {
-        return new PostgresLeaseStore(connectionFactory, table, settings, holderLabel);
+        return new PostgresLeaseStore(connectionFactory, table, settings, holderLabel,
+                !"false".equalsIgnoreCase(System.getProperty(BATCHING_PROPERTY)));
+    }
+
+    /**
+     * A store as {@link #open(ConnectionFactory, String, ClientSettings, String)}, sharing statements or not.
+     *
+     * @param connectionFactory the application's connection factory of r2dbc-postgresql
+     * @param table the lease table's name, already validated
+     * @param settings the client settings
+     * @param holderLabel the label, already validated, or {@code null} for none
+     * @param batching whether acquires and releases in flight at once share statements
+     * @return the store
+     */
+    static PostgresLeaseStore open(ConnectionFactory connectionFactory, String table, ClientSettings settings,
+            @Nullable String holderLabel, boolean batching) {
+        return new PostgresLeaseStore(connectionFactory, table, settings, holderLabel, batching);
     }
 
     /**
@@ -210,8 +328,30 @@ public final class PostgresLeaseStore implements LeaseStore {
 
     @Override
     public Mono<AcquireReply> acquire(String name, String owner, long leaseMillis, long floor) {
+        StatementBatcher<AcquireRequest, AcquireReply> batcher = acquires;
+        return batcher == null ? acquireAlone(name, owner, leaseMillis, floor)
+                : batcher.send(new AcquireRequest(keys.lockKey(name), name, owner, leaseMillis, floor));
+    }
+
+    /** How many statements of several acquires, and of several releases, this store has run: for tests. */
+    int[] sharedStatements() {
+        StatementBatcher<?, ?> a = acquires;
+        StatementBatcher<?, ?> r = releases;
+        return new int[] {a == null ? 0 : a.multiRowStatements(), r == null ? 0 : r.multiRowStatements()};
+    }
+
+    /** An acquire in a statement of its own. */
+    private Mono<AcquireReply> acquireAlone(String name, String owner, long leaseMillis, long floor) {
+        return withHolderColumn(withHolder -> acquire(name, owner, leaseMillis, floor, withHolder));
+    }
+
+    /**
+     * Runs a statement with the holder column, or again without it if the table has none: a table created by an
+     * earlier version (SQLSTATE 42703, nothing changed); one WARN line, and the store goes on without labels.
+     */
+    private <X> Mono<X> withHolderColumn(java.util.function.Function<Boolean, Mono<X>> statement) {
         boolean withHolder = holderColumn;
-        return acquire(name, owner, leaseMillis, floor, withHolder)
+        return statement.apply(withHolder)
                 .onErrorResume(e -> withHolder && PostgresErrors.missingHolderColumn(e), e -> {
                     if (holderColumn) {
                         holderColumn = false;
@@ -219,8 +359,43 @@ public final class PostgresLeaseStore implements LeaseStore {
                                 + "grants store no holder label, and the fleet view shows none. Run "
                                 + "PostgresLeaseTable.create (or its upgradeDdl()) to add it");
                     }
-                    return acquire(name, owner, leaseMillis, floor, false);
+                    return statement.apply(false);
                 });
+    }
+
+    /**
+     * Acquires in one statement ({@link #acquireManySql}), each lock once; a failure unclassified. A lock the
+     * statement answers nothing for lost the race for its new row, as in the one-row statement: busy, time unknown.
+     */
+    private Mono<List<AcquireReply>> acquireMany(List<AcquireRequest> requests) {
+        int n = requests.size();
+        String[] lockIds = new String[n];
+        String[] owners = new String[n];
+        Long[] millis = new Long[n];
+        Long[] floors = new Long[n];
+        for (int i = 0; i < n; i++) {
+            AcquireRequest r = requests.get(i);
+            lockIds[i] = r.lockId();
+            owners[i] = r.owner();
+            millis[i] = r.leaseMillis();
+            floors[i] = r.floor();
+        }
+        return withHolderColumn(withHolder -> commands.runMany(true, c -> rows(holder(c.createStatement(
+                                withHolder ? acquireManySql : acquireManySqlWithoutHolder)
+                        .bind(0, lockIds).bind(1, owners).bind(2, millis).bind(3, floors).bind(4, commandTimeoutMillis), withHolder),
+                r -> r.map((row, meta) -> {
+                    int i = (int) (longOf(row.get("i", Long.class)) - 1);
+                    AcquireReply reply = Boolean.TRUE.equals(row.get("acquired", Boolean.class))
+                            ? AcquireReply.acquired(longOf(row.get("token", Long.class)))
+                            : AcquireReply.busy(longOf(row.get("ttl", Long.class)));
+                    return java.util.Map.entry(i, reply);
+                }))
+                .collectList()
+                .map(answered -> {
+                    List<AcquireReply> replies = new ArrayList<>(Collections.nCopies(n, AcquireReply.busy(-1)));
+                    answered.forEach(e -> replies.set(e.getKey(), e.getValue()));
+                    return replies;
+                })));
     }
 
     private Mono<AcquireReply> acquire(String name, String owner, long leaseMillis, long floor, boolean withHolder) {
@@ -282,12 +457,72 @@ public final class PostgresLeaseStore implements LeaseStore {
 
     @Override
     public Mono<Boolean> release(String name, String owner, @Nullable Long token) {
+        StatementBatcher<ReleaseRequest, Boolean> batcher = releases;
+        return batcher == null ? releaseAlone(name, owner, token)
+                : batcher.send(new ReleaseRequest(keys.lockKey(name), name, owner, token));
+    }
+
+    /** A release in a statement of its own. */
+    private Mono<Boolean> releaseAlone(String name, String owner, @Nullable Long token) {
         String lockId = keys.lockKey(name);
         return commands.run(name, "release", c -> {
             Statement statement = c.createStatement(releaseSql).bind(0, lockId).bind(1, owner).bind(3, channel);
             statement = token == null ? statement.bindNull(2, Long.class) : statement.bind(2, token);
             return rows(statement, r -> r.map((row, meta) -> Boolean.TRUE)).hasElements();
         });
+    }
+
+    /** Releases in one statement ({@link #releaseManySql}), each lock once; a failure unclassified. */
+    private Mono<List<Boolean>> releaseMany(List<ReleaseRequest> requests) {
+        int n = requests.size();
+        String[] lockIds = new String[n];
+        String[] owners = new String[n];
+        Long[] tokens = new Long[n];
+        for (int i = 0; i < n; i++) {
+            ReleaseRequest r = requests.get(i);
+            lockIds[i] = r.lockId();
+            owners[i] = r.owner();
+            Long token = r.token();
+            tokens[i] = token == null ? 0L : token;
+        }
+        return commands.runMany(false, c -> rows(c.createStatement(releaseManySql)
+                        .bind(0, lockIds).bind(1, owners).bind(2, tokens).bind(3, channel),
+                r -> r.map((row, meta) -> longOf(row.get("i", Long.class))))
+                .collectList()
+                .map(released -> {
+                    List<Boolean> replies = new ArrayList<>(Collections.nCopies(n, Boolean.FALSE));
+                    released.forEach(ordinal -> replies.set((int) (ordinal - 1), Boolean.TRUE));
+                    return replies;
+                }));
+    }
+
+    /**
+     * One statement ({@link #handOffSql}) takes the lock over from the releasing lease for the next owner: no
+     * release, no notification, no second statement. Where that statement cannot tell (the releasing lease no
+     * longer held the lock, or the statement was rolled back by a wait for the row, or outlasted its bound), the
+     * default two steps follow: a release, which says whether the lease held the lock, then an acquire.
+     */
+    @Override
+    public Mono<Handoff> handOff(String name, String owner, long token, String nextOwner, long leaseMillis, long floor) {
+        Mono<Handoff> twoSteps = Mono.defer(() -> LeaseStore.super.handOff(name, owner, token, nextOwner, leaseMillis, floor));
+        if (acquires == null) {
+            return twoSteps;
+        }
+        String lockId = keys.lockKey(name);
+        return withHolderColumn(withHolder -> commands.runAcquire(name, c -> {
+                    Statement statement = c.createStatement(withHolder ? handOffSql : handOffSqlWithoutHolder)
+                            .bind(0, lockId).bind(1, nextOwner).bind(2, leaseMillis).bind(3, floor).bind(4, commandTimeoutMillis)
+                            .bind(5, owner).bind(6, token);
+                    if (withHolder) {
+                        String label = holderLabel;
+                        statement = label == null ? statement.bindNull(7, String.class) : statement.bind(7, label);
+                    }
+                    return rows(statement, r -> r.map((row, meta) -> new Handoff(!Boolean.TRUE.equals(row.get("inserted", Boolean.class)),
+                            AcquireReply.acquired(longOf(row.get("token", Long.class))), null)))
+                            .next();
+                }))
+                .switchIfEmpty(twoSteps)
+                .onErrorResume(PostgresErrors::rolledBackByWait, e -> twoSteps);
     }
 
     /** Binds the label ({@code $6}) of an acquire with the holder column. */

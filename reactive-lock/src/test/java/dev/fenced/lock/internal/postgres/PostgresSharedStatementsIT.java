@@ -1,0 +1,319 @@
+package dev.fenced.lock.internal.postgres;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import dev.fenced.lock.FencedLease;
+import dev.fenced.lock.FencedLockClient;
+import dev.fenced.lock.LockServiceException;
+import dev.fenced.lock.PostgresLeaseTable;
+import dev.fenced.lock.internal.ClientSettings;
+import dev.fenced.lock.internal.LeaseStore.AcquireReply;
+import dev.fenced.testservices.PostgresServer;
+import dev.fenced.testservices.PostgresServerExtension;
+import io.r2dbc.pool.ConnectionPool;
+import io.r2dbc.pool.ConnectionPoolConfiguration;
+import io.r2dbc.spi.Connection;
+import io.r2dbc.spi.ConnectionFactories;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.UUID;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.TimeUnit;
+import java.util.function.Supplier;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.BeforeEach;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.extension.ExtendWith;
+import reactor.core.Disposable;
+import reactor.core.publisher.Flux;
+import reactor.core.publisher.Mono;
+
+/**
+ * Acquires and releases in flight at once share statements: each keeps its own answer, a statement's failure is each
+ * member's typed failure, a member given up mid-statement is undone, and tokens keep rising across both paths. A
+ * statement is made to carry several requests deterministically: a transaction of the test locks the rows of
+ * {@link StatementBatcher#MAX_IN_FLIGHT} locks, whose acquires then hold every statement slot while the requests
+ * under test queue up; its commit lets them all leave in one statement.
+ */
+@ExtendWith(PostgresServerExtension.class)
+class PostgresSharedStatementsIT {
+
+    private static final String TABLE = "fenced_shared_it";
+    private static final Duration WAIT = Duration.ofSeconds(20);
+
+    private ConnectionPool pool;
+    private ClientSettings settings;
+    private PostgresLeaseStore store;
+    private String prefix;
+
+    @BeforeEach
+    void connect(PostgresServer postgres) {
+        pool = new ConnectionPool(ConnectionPoolConfiguration.builder(ConnectionFactories.get(postgres.r2dbcUrl()))
+                .maxSize(12).build());
+        PostgresLeaseTable.named(TABLE).create(pool).block(WAIT);
+        prefix = "sh-" + UUID.randomUUID() + ":";
+        settings = ClientSettings.of(prefix, Duration.ofSeconds(30), null, Duration.ofSeconds(30), null, null);
+        store = PostgresLeaseStore.open(pool, TABLE, settings, null, true);
+    }
+
+    @AfterEach
+    void close() {
+        store.close().block(WAIT);
+        settings.scheduler().dispose();
+        pool.disposeLater().block(WAIT);
+    }
+
+    @Test
+    void aStatementInWhichOneLockIsHeldGrantsTheOthers() {
+        String held = "held-" + UUID.randomUUID();
+        assertThat(store.acquire(held, "someone-else", 60_000, 0).block(WAIT).acquired()).isTrue();
+        List<String> names = new ArrayList<>(List.of(held));
+        for (int i = 0; i < 9; i++) {
+            names.add("free-" + i + "-" + UUID.randomUUID());
+        }
+        int before = store.sharedStatements()[0];
+
+        List<AcquireReply> replies = together(() -> Flux.fromIterable(names)
+                .flatMapSequential(name -> store.acquire(name, "me", 60_000, 0)).collectList());
+
+        assertThat(store.sharedStatements()[0]).isEqualTo(before + 1);
+        assertThat(replies.get(0).acquired()).isFalse();
+        assertThat(replies.get(0).holderTtlMillis()).isBetween(1L, 60_000L);
+        assertThat(replies.subList(1, replies.size())).allMatch(AcquireReply::acquired);
+        // Releases share a statement as well; each answers for its own lock (the held one is not this owner's).
+        int releasesBefore = store.sharedStatements()[1];
+        List<Boolean> released = releasedTogether(() -> Flux.fromIterable(names)
+                .flatMapSequential(name -> store.release(name, "me", null)).collectList());
+        assertThat(store.sharedStatements()[1]).isEqualTo(releasesBefore + 1);
+        assertThat(released.get(0)).isFalse();
+        assertThat(released.subList(1, released.size())).containsOnly(true);
+        assertThat(store.lock(held).block(WAIT)).isNotNull();
+    }
+
+    @Test
+    void aStatementThatFailsAsAWholeFailsEveryMemberWithTheTypedError() {
+        // A trigger that refuses one lock's row fails the whole statement that carries it (not a wait: no retry alone).
+        String bad = "refused-" + UUID.randomUUID();
+        sql("CREATE OR REPLACE FUNCTION fenced_shared_it_refuse() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN"
+                + " IF NEW.lock_id LIKE '%refused-%' THEN RAISE EXCEPTION 'refused by the test'; END IF; RETURN NEW; END $$");
+        sql("DROP TRIGGER IF EXISTS fenced_shared_it_refuse ON " + TABLE);
+        sql("CREATE TRIGGER fenced_shared_it_refuse BEFORE INSERT OR UPDATE ON " + TABLE
+                + " FOR EACH ROW EXECUTE FUNCTION fenced_shared_it_refuse()");
+        try {
+            Object alone = store.acquire(bad, "me", 60_000, 0).map(Object.class::cast)
+                    .onErrorResume(e -> Mono.just(e)).block(WAIT);
+            assertThat(alone).isInstanceOf(LockServiceException.class);
+            List<String> names = List.of(bad, "ok-1-" + UUID.randomUUID(), "ok-2-" + UUID.randomUUID());
+            int before = store.sharedStatements()[0];
+
+            List<Object> outcomes = together(() -> Flux.fromIterable(names)
+                    .flatMapSequential(name -> store.acquire(name, "me", 60_000, 0).map(Object.class::cast)
+                            .onErrorResume(e -> Mono.just(e)))
+                    .collectList());
+
+            assertThat(store.sharedStatements()[0]).isEqualTo(before + 1);
+            for (int i = 0; i < names.size(); i++) {
+                assertThat(outcomes.get(i)).isInstanceOf(alone.getClass());
+                assertThat(((Throwable) outcomes.get(i)).getMessage()).contains(names.get(i)).contains("refused by the test");
+            }
+        } finally {
+            sql("DROP TRIGGER IF EXISTS fenced_shared_it_refuse ON " + TABLE);
+        }
+    }
+
+    @Test
+    void aMemberGivenUpMidStatementLeavesNoOwnerlessLease() throws Exception {
+        try (FencedLockClient client = FencedLockClient.builder().postgres(pool, PostgresLeaseTable.named(TABLE))
+                .keyPrefix(prefix).build()) {
+            List<String> names = new ArrayList<>();
+            for (int i = 0; i < 6; i++) {
+                names.add("member-" + i + "-" + UUID.randomUUID());
+            }
+            String abandoned = names.get(3);
+            // Rows first, so that the grant below shows as a new token on an existing row.
+            long first = client.acquire(abandoned).flatMap(l -> l.release().thenReturn(l.token())).block(WAIT);
+            List<CompletableFuture<FencedLease>> kept = new ArrayList<>();
+            together(name -> client.acquire(name).flatMap(FencedLease::release), false, () -> {
+                for (String name : names) {
+                    CompletableFuture<FencedLease> lease = client.acquire(name).toFuture();
+                    if (name.equals(abandoned)) {
+                        lease.cancel(true);
+                    } else {
+                        kept.add(lease);
+                    }
+                }
+                return Mono.just(kept);
+            });
+            for (CompletableFuture<FencedLease> lease : kept) {
+                lease.get(WAIT.toSeconds(), TimeUnit.SECONDS).release().block(WAIT);
+            }
+            // The abandoned member's statement granted it a lease; the client gives it back, asynchronously.
+            long deadline = System.nanoTime() + WAIT.toNanos();
+            List<Object[]> row = row(abandoned);
+            while ((row.isEmpty() || row.get(0)[0] != null) && System.nanoTime() < deadline) {
+                Thread.sleep(20);
+                row = row(abandoned);
+            }
+            assertThat(row).hasSize(1);
+            assertThat(row.get(0)[0]).as("owner").isNull();
+            assertThat((Long) row.get(0)[1]).as("token").isGreaterThan(first);
+        }
+    }
+
+    @Test
+    void tokensRiseStrictlyAcrossSharedAndOwnStatements() {
+        PostgresLeaseStore alone = PostgresLeaseStore.open(pool, TABLE, settings, null, false);
+        try {
+            String name = "rising-" + UUID.randomUUID();
+            List<Long> tokens = new ArrayList<>();
+            for (int round = 0; round < 3; round++) {
+                List<AcquireReply> replies = together(() -> Flux.just(name, "other-" + UUID.randomUUID())
+                        .flatMapSequential(n -> store.acquire(n, "shared", 60_000, 0)).collectList());
+                tokens.add(replies.get(0).token());
+                assertThat(store.release(name, "shared", replies.get(0).token()).block(WAIT)).isTrue();
+                tokens.add(alone.acquire(name, "own", 60_000, 0).block(WAIT).token());
+                // Force-released: the next grant, shared, must still go above the broken token.
+                assertThat(alone.breakLock(name, 0).block(WAIT).held()).isTrue();
+                tokens.add(together(() -> Flux.just(name, "another-" + UUID.randomUUID())
+                        .flatMapSequential(n -> store.acquire(n, "after-break", 1, 0)).collectList()).get(0).token());
+                // That lease of 1 ms expires: the next grant, alone, goes above it too.
+                sleep(20);
+                tokens.add(alone.acquire(name, "own-2", 60_000, 0).block(WAIT).token());
+                assertThat(alone.release(name, "own-2", null).block(WAIT)).isTrue();
+            }
+            assertThat(tokens).isSorted().doesNotHaveDuplicates().doesNotContain(0L);
+        } finally {
+            alone.close().block(WAIT);
+        }
+    }
+
+    @Test
+    void aHandOffTakesTheLockOverInOneStatementOnlyFromTheLeaseThatHoldsIt() {
+        java.util.concurrent.atomic.AtomicInteger statements = new java.util.concurrent.atomic.AtomicInteger();
+        io.r2dbc.spi.ConnectionFactory counted = new io.r2dbc.spi.ConnectionFactory() {
+            @Override
+            public org.reactivestreams.Publisher<? extends Connection> create() {
+                statements.incrementAndGet();
+                return pool.create();
+            }
+
+            @Override
+            public io.r2dbc.spi.ConnectionFactoryMetadata getMetadata() {
+                return pool.getMetadata();
+            }
+        };
+        PostgresLeaseStore store = PostgresLeaseStore.open(counted, TABLE, settings, null, true);
+        try {
+            handOff(store, statements);
+        } finally {
+            store.close().block(WAIT);
+        }
+    }
+
+    private void handOff(PostgresLeaseStore store, java.util.concurrent.atomic.AtomicInteger statements) {
+        String name = "handoff-" + UUID.randomUUID();
+        long first = store.acquire(name, "a", 60_000, 0).block(WAIT).token();
+        int before = statements.get();
+
+        dev.fenced.lock.internal.LeaseStore.Handoff handed = store.handOff(name, "a", first, "b", 60_000, 0).block(WAIT);
+
+        assertThat(statements.get() - before).as("statements of a hand-off").isEqualTo(1);
+        assertThat(handed.released()).isTrue();
+        assertThat(handed.next().acquired()).isTrue();
+        assertThat(handed.next().token()).isGreaterThan(first);
+        assertThat(row(name).get(0)[0]).isEqualTo("b");
+        // "a" no longer holds the lock: its hand-off takes nothing from "b", reports no release, and "c" is busy.
+        dev.fenced.lock.internal.LeaseStore.Handoff stale = store.handOff(name, "a", first, "c", 60_000, 0).block(WAIT);
+        assertThat(stale.released()).isFalse();
+        assertThat(stale.next().acquired()).isFalse();
+        assertThat(row(name).get(0)[0]).isEqualTo("b");
+        assertThat((Long) row(name).get(0)[1]).isEqualTo(handed.next().token());
+    }
+
+    /**
+     * Runs {@code requests} while every statement slot of the store is taken by an acquire waiting for a row the
+     * test has locked, so that the requests queue up and leave in one statement when the lock is released.
+     */
+    private <T> T together(Supplier<Mono<T>> requests) {
+        return together(name -> store.acquire(name, "blocked", 60_000, 0).flatMap(r -> store.release(name, "blocked", null)),
+                false, requests);
+    }
+
+    /** {@link #together(Supplier)} for releases: the blocked statements are releases of held locks. */
+    private <T> T releasedTogether(Supplier<Mono<T>> requests) {
+        return together(name -> store.release(name, "blocker", null), true, requests);
+    }
+
+    /**
+     * {@link #together(Supplier)} with {@code blocked} as the statement that waits for each blocking lock's row (on
+     * another client of the table, say); the blocking locks are held by {@code blocker} with {@code held}, else free.
+     */
+    private <T> T together(java.util.function.Function<String, Mono<?>> blocked, boolean held, Supplier<Mono<T>> requests) {
+        List<String> blockers = new ArrayList<>();
+        for (int i = 0; i < StatementBatcher.MAX_IN_FLIGHT; i++) {
+            String name = "blocker-" + i + "-" + UUID.randomUUID();
+            store.acquire(name, "blocker", 60_000, 0).then(held ? Mono.empty() : store.release(name, "blocker", null)).block(WAIT);
+            blockers.add(settings.keyPrefix() + "{" + name + "}");
+        }
+        Connection tx = Mono.from(pool.create()).block(WAIT);
+        try {
+            Mono.from(tx.beginTransaction()).block(WAIT);
+            Flux.from(tx.createStatement("SELECT lock_id FROM " + TABLE + " WHERE lock_id = ANY($1) FOR UPDATE")
+                            .bind(0, blockers.toArray(new String[0])).execute())
+                    .concatMap(r -> r.map((row, meta) -> 1)).then().block(WAIT);
+            List<Disposable> waiting = new ArrayList<>();
+            for (String lockId : blockers) {
+                String name = lockId.substring(lockId.indexOf('{') + 1, lockId.length() - 1);
+                waiting.add(blocked.apply(name).subscribe());
+            }
+            awaitWaiting(blockers.size());
+            CompletableFuture<T> result = requests.get().toFuture();
+            Mono.from(tx.commitTransaction()).block(WAIT);
+            T value = result.get(WAIT.toSeconds(), TimeUnit.SECONDS);
+            waiting.forEach(Disposable::dispose);
+            return value;
+        } catch (Exception e) {
+            throw new AssertionError(e);
+        } finally {
+            Mono.from(tx.close()).block(WAIT);
+        }
+    }
+
+    /** Waits until {@code n} statements on the table wait for a row lock. */
+    private void awaitWaiting(int n) throws InterruptedException {
+        long deadline = System.nanoTime() + WAIT.toNanos();
+        while (System.nanoTime() < deadline) {
+            Long waiting = Flux.usingWhen(pool.create(), c -> Flux.from(c.createStatement("SELECT count(*) FROM pg_stat_activity"
+                                    + " WHERE wait_event_type = 'Lock' AND query LIKE '%" + TABLE + "%'").execute())
+                            .concatMap(r -> r.map((row, meta) -> row.get(0, Long.class))), Connection::close)
+                    .blockLast(WAIT);
+            if (waiting != null && waiting >= n) {
+                return;
+            }
+            Thread.sleep(10);
+        }
+        throw new AssertionError("the blocking acquires never waited for their rows");
+    }
+
+    private List<Object[]> row(String name) {
+        return Flux.usingWhen(pool.create(), c -> Flux.from(c.createStatement("SELECT owner, token FROM " + TABLE
+                                + " WHERE lock_id = $1").bind(0, settings.keyPrefix() + "{" + name + "}").execute())
+                        .concatMap(r -> r.map((row, meta) -> new Object[] {row.get("owner", String.class), row.get("token", Long.class)})),
+                Connection::close).collectList().block(WAIT);
+    }
+
+    private void sql(String sql) {
+        Flux.usingWhen(pool.create(), c -> Flux.from(c.createStatement(sql).execute()).concatMap(r -> r.getRowsUpdated()),
+                Connection::close).then().block(WAIT);
+    }
+
+    private static void sleep(long millis) {
+        try {
+            Thread.sleep(millis);
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+            throw new AssertionError(e);
+        }
+    }
+}
