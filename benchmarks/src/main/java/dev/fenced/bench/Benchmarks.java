@@ -225,10 +225,11 @@ public final class Benchmarks {
             lease.release().block(Duration.ofSeconds(30));
             // The batch's leases have tokens of their own lock names: start them from an empty fence.
             db.clearTokens();
-            List<StorageWorkloads.Writes> batches = inTurns(mode, round -> storage.unlockedBatch(mode.batchItems, round),
-                    round -> storage.lockedBatch(locks.client(), mode.batchItems, round));
+            List<StorageWorkloads.Writes> batches = inTurns(mode, List.of(round -> storage.unlockedBatch(mode.batchItems, round),
+                    round -> storage.lockedBatch(locks.client(), mode.batchItems, round),
+                    round -> storage.batchApi(locks.client(), mode.batchItems, round)));
             return new Report.Storage(db.version() + " at " + db.server, updates.get(0), updates.get(1), batches.get(0),
-                    batches.get(1));
+                    batches.get(1), batches.get(2));
         }
     }
 
@@ -240,17 +241,30 @@ public final class Benchmarks {
      */
     private static List<StorageWorkloads.Writes> inTurns(Mode mode, IntFunction<StorageWorkloads.Writes> a,
             IntFunction<StorageWorkloads.Writes> b) {
-        List<StorageWorkloads.Writes> as = new ArrayList<>();
-        List<StorageWorkloads.Writes> bs = new ArrayList<>();
+        return inTurns(mode, List.of(a, b));
+    }
+
+    /**
+     * Every side of a comparison in every round, each round starting with the next side, so that none always runs
+     * on a table another has just warmed or dirtied.
+     *
+     * @return the medians of the measured rounds, side by side
+     */
+    private static List<StorageWorkloads.Writes> inTurns(Mode mode, List<IntFunction<StorageWorkloads.Writes>> sides) {
+        List<List<StorageWorkloads.Writes>> measured = new ArrayList<>();
+        sides.forEach(side -> measured.add(new ArrayList<>()));
         for (int round = 0; round < mode.warmups + mode.rounds; round++) {
-            StorageWorkloads.Writes first = round % 2 == 0 ? a.apply(round) : b.apply(round);
-            StorageWorkloads.Writes second = round % 2 == 0 ? b.apply(round) : a.apply(round);
-            if (round >= mode.warmups) {
-                as.add(round % 2 == 0 ? first : second);
-                bs.add(round % 2 == 0 ? second : first);
+            for (int turn = 0; turn < sides.size(); turn++) {
+                int side = (round + turn) % sides.size();
+                StorageWorkloads.Writes writes = sides.get(side).apply(round);
+                if (round >= mode.warmups) {
+                    measured.get(side).add(writes);
+                }
             }
         }
-        return List.of(median(as), median(bs));
+        List<StorageWorkloads.Writes> medians = new ArrayList<>();
+        measured.forEach(rounds -> medians.add(median(rounds)));
+        return medians;
     }
 
     private static StorageWorkloads.Writes median(List<StorageWorkloads.Writes> rounds) {
