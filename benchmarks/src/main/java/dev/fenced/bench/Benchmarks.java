@@ -67,7 +67,8 @@ public final class Benchmarks {
 
     /**
      * Entry point: {@code [quick|full] [output directory]}, or {@code fleet [output directory]} for the fleet-view
-     * workload alone at full size (100,000 locks), into {@code results-fleet.md}.
+     * workload alone at full size (100,000 locks), into {@code results-fleet.md}, or {@code storage [output directory]}
+     * for the storage workloads alone at full size, into {@code results-storage.md}.
      *
      * @param args the mode and the output directory
      * @throws IOException if the results cannot be written
@@ -85,6 +86,24 @@ public final class Benchmarks {
                 }
                 Files.createDirectories(output);
                 Path file = output.resolve("results-fleet.md");
+                Files.writeString(file, report.render());
+                System.out.println(Files.readString(file));
+            }
+            return;
+        }
+        if (args.length > 0 && args[0].equals("storage")) {
+            // The storage workloads alone at full size, for the batch rows' ratios without the lock workloads' run.
+            Path output = Path.of(args.length > 1 ? args[1] : "target/benchmarks");
+            try (BenchRedis redis = BenchRedis.start()) {
+                String prefix = "bench-" + UUID.randomUUID().toString().substring(0, 8) + ":";
+                Report report = new Report("storage workloads only, full size", redis.uri(), Duration.ZERO);
+                try {
+                    report.storage(storage(redis.uri(), prefix + "s:", Mode.FULL));
+                } finally {
+                    cleanUp(redis.uri(), prefix);
+                }
+                Files.createDirectories(output);
+                Path file = output.resolve("results-storage.md");
                 Files.writeString(file, report.render());
                 System.out.println(Files.readString(file));
             }

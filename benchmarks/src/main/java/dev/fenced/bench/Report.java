@@ -311,7 +311,7 @@ final class Report {
             return;
         }
         out.append("\n## Against the targets of the benchmark issue\n\n");
-        if (!"full".equals(mode)) {
+        if (!"full".equals(mode) && !mode.endsWith("full size")) {
             out.append("Quick mode: the counts are too small for these verdicts to mean anything.\n\n");
         }
         out.append("| target | measured | |\n|---|---|---|\n");

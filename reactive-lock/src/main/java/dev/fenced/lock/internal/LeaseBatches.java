@@ -7,7 +7,9 @@ import java.util.ArrayList;
 import java.util.Collection;
 import java.util.HashSet;
 import java.util.List;
+import java.util.Queue;
 import java.util.Set;
+import java.util.concurrent.ConcurrentLinkedQueue;
 import java.util.function.Function;
 import org.jspecify.annotations.Nullable;
 import reactor.core.publisher.Flux;
@@ -96,25 +98,55 @@ public final class LeaseBatches {
         if (names.isEmpty()) {
             return Mono.fromSupplier(() -> FencedLeaseBatch.of(List.of(), List.of()));
         }
-        return Flux.fromIterable(names)
-                .flatMapSequential(name -> tryOne.apply(name).map(Slot::granted).defaultIfEmpty(new Slot(name, null)),
-                        names.size(), 1)
-                .collectList()
-                .map(slots -> {
-                    List<FencedLease> granted = new ArrayList<>(slots.size());
-                    List<String> busy = new ArrayList<>();
-                    for (Slot slot : slots) {
-                        if (slot.lease() != null) {
-                            granted.add(slot.lease());
-                        } else {
-                            busy.add(slot.name());
+        return Mono.defer(() -> {
+            Granted granted = new Granted();
+            return Flux.fromIterable(names)
+                    .flatMapSequential(name -> tryOne.apply(name).doOnNext(granted::add).map(Slot::granted)
+                            .defaultIfEmpty(new Slot(name, null)), names.size(), 1)
+                    .collectList()
+                    .map(slots -> {
+                        List<FencedLease> leases = new ArrayList<>(slots.size());
+                        List<String> busy = new ArrayList<>();
+                        for (Slot slot : slots) {
+                            if (slot.lease() != null) {
+                                leases.add(slot.lease());
+                            } else {
+                                busy.add(slot.name());
+                            }
                         }
-                    }
-                    return FencedLeaseBatch.of(granted, busy);
-                })
-                // Slots buffered when the batch is cancelled or fails: their leases have no one else to release them.
-                .doOnDiscard(Slot.class, Slot::release)
-                .doOnDiscard(FencedLeaseBatch.class, LeaseBatches::releaseDiscarded);
+                        return FencedLeaseBatch.of(leases, busy);
+                    })
+                    // Cancelled or failed before the batch was made: its leases have no one else to release them.
+                    .doOnCancel(granted::abandon)
+                    .doOnError(e -> granted.abandon())
+                    .doOnDiscard(FencedLeaseBatch.class, LeaseBatches::releaseDiscarded);
+        });
+    }
+
+    /**
+     * The leases a batch was granted so far. Once abandoned, every lease it holds or gets later is released: a
+     * lease that arrives while the batch is being abandoned is released by whichever side sees it last (a release
+     * is idempotent).
+     */
+    private static final class Granted {
+
+        private final Queue<FencedLease> leases = new ConcurrentLinkedQueue<>();
+        private volatile boolean abandoned;
+
+        void add(FencedLease lease) {
+            leases.add(lease);
+            if (abandoned) {
+                abandon();
+            }
+        }
+
+        void abandon() {
+            abandoned = true;
+            FencedLease lease;
+            while ((lease = leases.poll()) != null) {
+                lease.release().subscribe(ok -> { }, e -> { });
+            }
+        }
     }
 
     /**
@@ -132,12 +164,6 @@ public final class LeaseBatches {
 
         static Slot granted(FencedLease lease) {
             return new Slot(lease.name(), lease);
-        }
-
-        void release() {
-            if (lease != null) {
-                lease.release().subscribe(ok -> { }, e -> { });
-            }
         }
     }
 }

@@ -207,7 +207,8 @@ public final class LeasingLockClient implements FencedLockClient {
                     .doOnCancel(call::sendNow);
             Scheduler emission = settings.emissionScheduler();
             return emission == null ? batch : batch.publishOn(emission);
-        }).doOnDiscard(dev.fenced.lock.FencedLeaseBatch.class, LeaseBatches::releaseDiscarded);
+        }).doOnDiscard(dev.fenced.lock.FencedLeaseBatch.class, LeaseBatches::releaseDiscarded)
+                .contextWrite(DroppedLeases::releaseIn);
     }
 
     /** An acquire refused up front: a lease granted now could never be renewed. */
