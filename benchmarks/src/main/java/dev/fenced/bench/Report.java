@@ -288,9 +288,10 @@ final class Report {
                     w.p50Micros(), w.p99Micros()));
         }
         out.append(String.format(Locale.ROOT, "%nFenced UPDATE / plain UPDATE: **%.2f**; locked batch / unlocked batch: **%.2f**; "
-                + "locked batch (batch API, %d items a batch) / unlocked batch: **%.2f**%n",
+                + "locked batch (batch API, %d items a batch, %d in flight) / unlocked batch: **%.2f**%n",
                 s.fenced().perSecond() / s.plain().perSecond(), s.lockedBatch().perSecond() / s.unlockedBatch().perSecond(),
-                StorageWorkloads.CONCURRENCY, s.batchApi().perSecond() / s.unlockedBatch().perSecond()));
+                StorageWorkloads.BATCH, StorageWorkloads.CONCURRENCY / StorageWorkloads.BATCH,
+                s.batchApi().perSecond() / s.unlockedBatch().perSecond()));
     }
 
     private void renderFleet(StringBuilder out) {

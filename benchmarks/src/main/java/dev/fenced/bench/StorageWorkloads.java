@@ -16,12 +16,18 @@ import reactor.core.publisher.Mono;
  * The storage workloads on PostgreSQL over R2DBC: a token-guarded {@code UPDATE} ({@link FencedWrite}) against
  * the same plain {@code UPDATE}, and a batch that locks every item (acquire, fenced write, release) against the
  * same batch without locks, and the batch API (one acquire call, one multi-row fenced write and one release call per
- * {@value #CONCURRENCY} items). Both sides of a comparison share the pool, the rows and the concurrency.
+ * {@value #BATCH} items, two batches in flight). Both sides of a comparison share the pool, the rows and the concurrency.
  */
 final class StorageWorkloads {
 
     /** Operations in flight in both storage workloads. */
     static final int CONCURRENCY = 64;
+
+    /**
+     * Items in one batch of the batch API: two batches in flight hold the same {@link #CONCURRENCY} items in flight as
+     * the other batches, and one's statement runs in PostgreSQL while the other's lock calls run in Redis.
+     */
+    static final int BATCH = CONCURRENCY / 2;
 
     private final BenchPostgres db;
     private final int rows;
@@ -91,10 +97,10 @@ final class StorageWorkloads {
     }
 
     /**
-     * The same batch through the batch API, {@link #CONCURRENCY} items a batch (the same bound on what is in flight
-     * as the other two): per batch one {@code tryAcquireAll} (one acquire-script call), one
+     * The same batch through the batch API, {@link #BATCH} items a batch and two batches in flight (the same bound on
+     * what is in flight as the other two, {@link #CONCURRENCY} items): per batch one {@code tryAcquireAll} (one acquire-script call), one
      * {@link FencedWrite#updateAll} (one multi-row statement), one {@code releaseAll}; the batches one after the
-     * other. Every item's latency is its batch's.
+     * other within each of the two lanes. Every item's latency is its batch's.
      *
      * @param locks the lock client
      * @param items how many items
@@ -106,8 +112,8 @@ final class StorageWorkloads {
         Latencies latencies = new Latencies(items);
         long start = System.nanoTime();
         Flux.range(0, items)
-                .buffer(CONCURRENCY)
-                .concatMap(chunk -> Mono.defer(() -> {
+                .buffer(BATCH)
+                .flatMap(chunk -> Mono.defer(() -> {
                     long t0 = System.nanoTime();
                     List<String> names = chunk.stream().map(i -> "account-" + (i % rows)).toList();
                     return locks.tryAcquireAll(names).flatMap(batch -> {
@@ -132,11 +138,11 @@ final class StorageWorkloads {
                                     return Mono.<Void>empty();
                                 })));
                     }).doOnSuccess(v -> chunk.forEach(i -> latencies.record(System.nanoTime() - t0)));
-                }))
+                }), CONCURRENCY / BATCH)
                 .blockLast(Duration.ofMinutes(10));
         double seconds = (System.nanoTime() - start) / 1e9;
-        return new Writes("batch API: one acquire call + one fenced multi-row write + one release call, " + CONCURRENCY
-                + " items a batch", items, items / seconds, latencies.percentileMicros(50), latencies.percentileMicros(99));
+        return new Writes("batch API: one acquire call + one fenced multi-row write + one release call, " + BATCH
+                + " items a batch, " + CONCURRENCY / BATCH + " batches in flight", items, items / seconds, latencies.percentileMicros(50), latencies.percentileMicros(99));
     }
 
     private Mono<Void> plainUpdate(long id, long balance) {
