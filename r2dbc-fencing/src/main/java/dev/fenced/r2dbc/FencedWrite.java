@@ -275,7 +275,7 @@ public final class FencedWrite {
      * not made for a batch. Cold: subscribing sends the statement.
      *
      * @param connection the connection
-     * @param items the rows to write, each with its lease: at least one, at most {@value MultiRowUpdate#MAX_ITEMS}
+     * @param items the rows to write, each with its lease: at least one, at most 1,000
      * @return one outcome per item, in the order of {@code items}; fails with {@link IllegalArgumentException} before
      *     any SQL for items of different shapes, two items of one key, or too many items, and with
      *     {@link FencedWriteConflictException} (and SQL errors) when the database could not run the statement

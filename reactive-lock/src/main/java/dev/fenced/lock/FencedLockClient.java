@@ -99,7 +99,7 @@ public interface FencedLockClient extends AutoCloseable {
      * Makes a single attempt on each of {@code names} at once: the same as
      * {@code tryAcquireAll(names, AcquireOptions.defaults())}.
      *
-     * @param names the lock names: distinct, at most {@value dev.fenced.lock.internal.LeaseBatches#MAX_NAMES}
+     * @param names the lock names: distinct, at most 256
      * @return the batch: a lease per free name, and the busy names
      */
     default Mono<FencedLeaseBatch> tryAcquireAll(java.util.Collection<String> names) {
@@ -119,7 +119,7 @@ public interface FencedLockClient extends AutoCloseable {
      *   <li>The options' lease time and maximum hold apply to every lease; their maximum wait is not used (one
      *       attempt per name).</li>
      *   <li>An empty collection gives an empty batch, without I/O. More than
-     *       {@value dev.fenced.lock.internal.LeaseBatches#MAX_NAMES} names, a name twice, or a bad name is an
+     *       256 names, a name twice, or a bad name is an
      *       {@link IllegalArgumentException} before any I/O; a name whose lease the subscriber's Reactor Context
      *       already holds (inside {@code withLease}) is an {@link IllegalStateException}: a batch reuses no
      *       enclosing lease.</li>
@@ -133,7 +133,7 @@ public interface FencedLockClient extends AutoCloseable {
      * ({@code acquire(name, options.withMaxWait(Duration.ZERO))}), all subscribed at once; the clients of
      * {@link #builder()} override it.
      *
-     * @param names the lock names: distinct, at most {@value dev.fenced.lock.internal.LeaseBatches#MAX_NAMES}
+     * @param names the lock names: distinct, at most 256
      * @param options the lease time and maximum hold of every lease
      * @return the batch: a lease per free name, and the busy names, in the order of {@code names}
      */
