@@ -74,44 +74,42 @@ public final class Benchmarks {
      * @throws IOException if the results cannot be written
      */
     public static void main(String[] args) throws IOException {
+        Path chosen = Path.of(args.length > 1 ? args[1] : "target/benchmarks");
         if (args.length > 0 && args[0].equals("fleet")) {
-            Path output = Path.of(args.length > 1 ? args[1] : "target/benchmarks");
-            try (BenchRedis redis = BenchRedis.start()) {
-                String prefix = "bench-" + UUID.randomUUID().toString().substring(0, 8) + ":";
-                Report report = new Report("fleet view only, full size", redis.uri(), Duration.ZERO);
-                try {
-                    fleet(report, redis.uri(), prefix + "fv:", Mode.FULL);
-                } finally {
-                    cleanUp(redis.uri(), prefix);
-                }
-                Files.createDirectories(output);
-                Path file = output.resolve("results-fleet.md");
-                Files.writeString(file, report.render());
-                System.out.println(Files.readString(file));
-            }
+            alone("fleet view only, full size", chosen.resolve("results-fleet.md"),
+                    (report, uri, prefix) -> fleet(report, uri, prefix + "fv:", Mode.FULL));
             return;
         }
         if (args.length > 0 && args[0].equals("storage")) {
             // The storage workloads alone at full size, for the batch rows' ratios without the lock workloads' run.
-            Path output = Path.of(args.length > 1 ? args[1] : "target/benchmarks");
-            try (BenchRedis redis = BenchRedis.start()) {
-                String prefix = "bench-" + UUID.randomUUID().toString().substring(0, 8) + ":";
-                Report report = new Report("storage workloads only, full size", redis.uri(), Duration.ZERO);
-                try {
-                    report.storage(storage(redis.uri(), prefix + "s:", Mode.FULL));
-                } finally {
-                    cleanUp(redis.uri(), prefix);
-                }
-                Files.createDirectories(output);
-                Path file = output.resolve("results-storage.md");
-                Files.writeString(file, report.render());
-                System.out.println(Files.readString(file));
-            }
+            alone("storage workloads only, full size", chosen.resolve("results-storage.md"),
+                    (report, uri, prefix) -> report.storage(storage(uri, prefix + "s:", Mode.FULL)));
             return;
         }
         Mode mode = args.length > 0 ? Mode.valueOf(args[0].toUpperCase(java.util.Locale.ROOT)) : Mode.QUICK;
-        Path output = Path.of(args.length > 1 ? args[1] : "target/benchmarks");
-        System.out.println(Files.readString(run(mode, output)));
+        System.out.println(Files.readString(run(mode, chosen)));
+    }
+
+    /** One workload of the harness, run alone against a Redis of its own. */
+    @FunctionalInterface
+    private interface Alone {
+        void run(Report report, String redisUri, String prefix);
+    }
+
+    /** Runs one workload alone, at full size, into {@code file}, and prints the report. */
+    private static void alone(String what, Path file, Alone workload) throws IOException {
+        try (BenchRedis redis = BenchRedis.start()) {
+            String prefix = "bench-" + UUID.randomUUID().toString().substring(0, 8) + ":";
+            Report report = new Report(what, redis.uri(), Duration.ZERO);
+            try {
+                workload.run(report, redis.uri(), prefix);
+            } finally {
+                cleanUp(redis.uri(), prefix);
+            }
+            Files.createDirectories(file.getParent());
+            Files.writeString(file, report.render());
+            System.out.println(Files.readString(file));
+        }
     }
 
     /**
