@@ -49,7 +49,8 @@ final class BatchedAcquires {
         boolean full;
         synchronized (this) {
             if (sent) {
-                // Cannot happen: every attempt starts before the batch can be cancelled or sent. Say so, not hang.
+                // An attempt that started while the batch was being cancelled, after its call left: it is sent
+                // nothing (its undo finds nothing to release), and fails rather than wait for ever.
                 sink.error(new IllegalStateException("an attempt of lock '" + request.name() + "' joined a batch "
                         + "already sent"));
                 return;
