@@ -67,32 +67,49 @@ public final class Benchmarks {
 
     /**
      * Entry point: {@code [quick|full] [output directory]}, or {@code fleet [output directory]} for the fleet-view
-     * workload alone at full size (100,000 locks), into {@code results-fleet.md}.
+     * workload alone at full size (100,000 locks), into {@code results-fleet.md}, or {@code storage [output directory]}
+     * for the storage workloads alone at full size, into {@code results-storage.md}.
      *
      * @param args the mode and the output directory
      * @throws IOException if the results cannot be written
      */
     public static void main(String[] args) throws IOException {
+        Path chosen = Path.of(args.length > 1 ? args[1] : "target/benchmarks");
         if (args.length > 0 && args[0].equals("fleet")) {
-            Path output = Path.of(args.length > 1 ? args[1] : "target/benchmarks");
-            try (BenchRedis redis = BenchRedis.start()) {
-                String prefix = "bench-" + UUID.randomUUID().toString().substring(0, 8) + ":";
-                Report report = new Report("fleet view only, full size", redis.uri(), Duration.ZERO);
-                try {
-                    fleet(report, redis.uri(), prefix + "fv:", Mode.FULL);
-                } finally {
-                    cleanUp(redis.uri(), prefix);
-                }
-                Files.createDirectories(output);
-                Path file = output.resolve("results-fleet.md");
-                Files.writeString(file, report.render());
-                System.out.println(Files.readString(file));
-            }
+            alone("fleet view only, full size", chosen.resolve("results-fleet.md"),
+                    (report, uri, prefix) -> fleet(report, uri, prefix + "fv:", Mode.FULL));
+            return;
+        }
+        if (args.length > 0 && args[0].equals("storage")) {
+            // The storage workloads alone at full size, for the batch rows' ratios without the lock workloads' run.
+            alone("storage workloads only, full size", chosen.resolve("results-storage.md"),
+                    (report, uri, prefix) -> report.storage(storage(uri, prefix + "s:", Mode.FULL)));
             return;
         }
         Mode mode = args.length > 0 ? Mode.valueOf(args[0].toUpperCase(java.util.Locale.ROOT)) : Mode.QUICK;
-        Path output = Path.of(args.length > 1 ? args[1] : "target/benchmarks");
-        System.out.println(Files.readString(run(mode, output)));
+        System.out.println(Files.readString(run(mode, chosen)));
+    }
+
+    /** One workload of the harness, run alone against a Redis of its own. */
+    @FunctionalInterface
+    private interface Alone {
+        void run(Report report, String redisUri, String prefix);
+    }
+
+    /** Runs one workload alone, at full size, into {@code file}, and prints the report. */
+    private static void alone(String what, Path file, Alone workload) throws IOException {
+        try (BenchRedis redis = BenchRedis.start()) {
+            String prefix = "bench-" + UUID.randomUUID().toString().substring(0, 8) + ":";
+            Report report = new Report(what, redis.uri(), Duration.ZERO);
+            try {
+                workload.run(report, redis.uri(), prefix);
+            } finally {
+                cleanUp(redis.uri(), prefix);
+            }
+            Files.createDirectories(file.getParent());
+            Files.writeString(file, report.render());
+            System.out.println(Files.readString(file));
+        }
     }
 
     /**
@@ -225,10 +242,11 @@ public final class Benchmarks {
             lease.release().block(Duration.ofSeconds(30));
             // The batch's leases have tokens of their own lock names: start them from an empty fence.
             db.clearTokens();
-            List<StorageWorkloads.Writes> batches = inTurns(mode, round -> storage.unlockedBatch(mode.batchItems, round),
-                    round -> storage.lockedBatch(locks.client(), mode.batchItems, round));
+            List<StorageWorkloads.Writes> batches = inTurns(mode, List.of(round -> storage.unlockedBatch(mode.batchItems, round),
+                    round -> storage.lockedBatch(locks.client(), mode.batchItems, round),
+                    round -> storage.batchApi(locks.client(), mode.batchItems, round)));
             return new Report.Storage(db.version() + " at " + db.server, updates.get(0), updates.get(1), batches.get(0),
-                    batches.get(1));
+                    batches.get(1), batches.get(2));
         }
     }
 
@@ -240,17 +258,30 @@ public final class Benchmarks {
      */
     private static List<StorageWorkloads.Writes> inTurns(Mode mode, IntFunction<StorageWorkloads.Writes> a,
             IntFunction<StorageWorkloads.Writes> b) {
-        List<StorageWorkloads.Writes> as = new ArrayList<>();
-        List<StorageWorkloads.Writes> bs = new ArrayList<>();
+        return inTurns(mode, List.of(a, b));
+    }
+
+    /**
+     * Every side of a comparison in every round, each round starting with the next side, so that none always runs
+     * on a table another has just warmed or dirtied.
+     *
+     * @return the medians of the measured rounds, side by side
+     */
+    private static List<StorageWorkloads.Writes> inTurns(Mode mode, List<IntFunction<StorageWorkloads.Writes>> sides) {
+        List<List<StorageWorkloads.Writes>> measured = new ArrayList<>();
+        sides.forEach(side -> measured.add(new ArrayList<>()));
         for (int round = 0; round < mode.warmups + mode.rounds; round++) {
-            StorageWorkloads.Writes first = round % 2 == 0 ? a.apply(round) : b.apply(round);
-            StorageWorkloads.Writes second = round % 2 == 0 ? b.apply(round) : a.apply(round);
-            if (round >= mode.warmups) {
-                as.add(round % 2 == 0 ? first : second);
-                bs.add(round % 2 == 0 ? second : first);
+            for (int turn = 0; turn < sides.size(); turn++) {
+                int side = (round + turn) % sides.size();
+                StorageWorkloads.Writes writes = sides.get(side).apply(round);
+                if (round >= mode.warmups) {
+                    measured.get(side).add(writes);
+                }
             }
         }
-        return List.of(median(as), median(bs));
+        List<StorageWorkloads.Writes> medians = new ArrayList<>();
+        measured.forEach(rounds -> medians.add(median(rounds)));
+        return medians;
     }
 
     private static StorageWorkloads.Writes median(List<StorageWorkloads.Writes> rounds) {

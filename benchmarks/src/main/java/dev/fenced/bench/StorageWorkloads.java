@@ -7,18 +7,27 @@ import dev.fenced.r2dbc.FencedWrite;
 import io.r2dbc.spi.Connection;
 import io.r2dbc.spi.Result;
 import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
 import reactor.core.publisher.Flux;
 import reactor.core.publisher.Mono;
 
 /**
  * The storage workloads on PostgreSQL over R2DBC: a token-guarded {@code UPDATE} ({@link FencedWrite}) against
  * the same plain {@code UPDATE}, and a batch that locks every item (acquire, fenced write, release) against the
- * same batch without locks. Both sides of a comparison share the pool, the rows and the concurrency.
+ * same batch without locks, and the batch API (one acquire call, one multi-row fenced write and one release call per
+ * {@value #BATCH} items, two batches in flight). Both sides of a comparison share the pool, the rows and the concurrency.
  */
 final class StorageWorkloads {
 
     /** Operations in flight in both storage workloads. */
     static final int CONCURRENCY = 64;
+
+    /**
+     * Items in one batch of the batch API: two batches in flight hold the same {@link #CONCURRENCY} items in flight as
+     * the other batches, and one's statement runs in PostgreSQL while the other's lock calls run in Redis.
+     */
+    static final int BATCH = CONCURRENCY / 2;
 
     private final BenchPostgres db;
     private final int rows;
@@ -85,6 +94,55 @@ final class StorageWorkloads {
                             lease -> write.key("id", id).set("balance", (long) round).update(db.connections, lease))
                     .then();
         });
+    }
+
+    /**
+     * The same batch through the batch API, {@link #BATCH} items a batch and two batches in flight (the same bound on
+     * what is in flight as the other two, {@link #CONCURRENCY} items): per batch one {@code tryAcquireAll} (one acquire-script call), one
+     * {@link FencedWrite#updateAll} (one multi-row statement), one {@code releaseAll}; the batches one after the
+     * other within each of the two lanes. Every item's latency is its batch's.
+     *
+     * @param locks the lock client
+     * @param items how many items
+     * @param round distinguishes rounds
+     * @return the measurement
+     */
+    Writes batchApi(FencedLockClient locks, int items, int round) {
+        FencedWrite write = FencedWrite.into(db.table);
+        Latencies latencies = new Latencies(items);
+        long start = System.nanoTime();
+        Flux.range(0, items)
+                .buffer(BATCH)
+                .flatMap(chunk -> Mono.defer(() -> {
+                    long t0 = System.nanoTime();
+                    List<String> names = chunk.stream().map(i -> "account-" + (i % rows)).toList();
+                    return locks.tryAcquireAll(names).flatMap(batch -> {
+                        if (!batch.busy().isEmpty()) {
+                            return batch.releaseAll().then(Mono.<Void>error(BenchmarkException.notAcquired("Fenced batch",
+                                    batch.busy().get(0))));
+                        }
+                        List<FencedWrite.Item> rowsToWrite = new ArrayList<>(chunk.size());
+                        for (int i : chunk) {
+                            long id = i % rows;
+                            FencedLease lease = java.util.Objects.requireNonNull(batch.lease("account-" + id));
+                            rowsToWrite.add(new FencedWrite.Item(write.key("id", id).set("balance", (long) round), lease));
+                        }
+                        return FencedWrite.updateAll(db.connections, rowsToWrite)
+                                .flatMap(outcomes -> batch.releaseAll().then(Mono.defer(() -> {
+                                    for (FencedWrite.ItemOutcome outcome : outcomes) {
+                                        if (!outcome.written()) {
+                                            return Mono.<Void>error(new IllegalStateException("The batch API's fenced "
+                                                    + "write refused a row of " + db.table, outcome.refusal()));
+                                        }
+                                    }
+                                    return Mono.<Void>empty();
+                                })));
+                    }).doOnSuccess(v -> chunk.forEach(i -> latencies.record(System.nanoTime() - t0)));
+                }), CONCURRENCY / BATCH)
+                .blockLast(Duration.ofMinutes(10));
+        double seconds = (System.nanoTime() - start) / 1e9;
+        return new Writes("batch API: one acquire call + one fenced multi-row write + one release call, " + BATCH
+                + " items a batch, " + CONCURRENCY / BATCH + " batches in flight", items, items / seconds, latencies.percentileMicros(50), latencies.percentileMicros(99));
     }
 
     private Mono<Void> plainUpdate(long id, long balance) {

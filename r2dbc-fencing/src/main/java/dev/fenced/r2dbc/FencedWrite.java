@@ -258,6 +258,147 @@ public final class FencedWrite {
     }
 
     /**
+     * Runs the guarded updates of many rows, each with its own lease, as one statement where the database allows:
+     * on PostgreSQL one {@code UPDATE … FROM (VALUES …) … RETURNING}, which checks each row against its own item's
+     * token and owner with this spec's rule and reports the rows it wrote; on MariaDB/MySQL, whose {@code UPDATE}
+     * has no {@code RETURNING}, one guarded {@code UPDATE} per item, one after the other on the connection (the
+     * single-row write's statements exactly). Each item is decided as {@link #update(Connection, FencedLease)}
+     * decides one row: an item the statement did not write is explained by that item's own reads (stored token,
+     * missing row, the same lease writing the same values, a row changed since the statement), so its refusal is
+     * the single-row write's error, and a stale item tells its lease ({@link FencedLease#reportRejectedWrite}).
+     * A refusal is reported for its item, never as an error of the batch: the other rows are written.
+     *
+     * <p>Every item's spec must have the same shape: the same table, key and value columns (in the same order),
+     * fencing columns and rule; none may {@link #checkLease check the lease}. Two items of one key are refused (the
+     * statement would write the row once, with either's values). Runs in whatever transaction the connection has;
+     * in auto-commit mode PostgreSQL's one statement commits all its rows at once. Observations of the specs are
+     * not made for a batch. Cold: subscribing sends the statement.
+     *
+     * @param connection the connection
+     * @param items the rows to write, each with its lease: at least one, at most 1,000
+     * @return one outcome per item, in the order of {@code items}; fails with {@link IllegalArgumentException} before
+     *     any SQL for items of different shapes, two items of one key, or too many items, and with
+     *     {@link FencedWriteConflictException} (and SQL errors) when the database could not run the statement
+     */
+    public static Mono<List<ItemOutcome>> updateAll(Connection connection, List<Item> items) {
+        return MultiRowUpdate.run(connection, items);
+    }
+
+    /**
+     * As {@link #updateAll(Connection, List)}, on a connection of {@code connectionFactory}: the connection of the
+     * subscriber's Spring transaction on that factory when there is one, else a new connection in auto-commit mode,
+     * closed afterwards.
+     *
+     * @param connectionFactory the connection factory, pooled or not
+     * @param items the rows to write, each with its lease
+     * @return one outcome per item, in the order of {@code items}
+     */
+    public static Mono<List<ItemOutcome>> updateAll(ConnectionFactory connectionFactory, List<Item> items) {
+        return Connections.withOne(connectionFactory, c -> updateAll(c, items));
+    }
+
+    /**
+     * One row of {@link #updateAll}: the spec of its write (key and values) and the lease whose token it carries.
+     *
+     * @param write the row's write
+     * @param lease the row's lease
+     */
+    public record Item(FencedWrite write, FencedLease lease) {
+
+        /**
+         * @param write the row's write
+         * @param lease the row's lease
+         */
+        public Item {
+            Objects.requireNonNull(write, "write must not be null");
+            Objects.requireNonNull(lease, "lease must not be null");
+        }
+    }
+
+    /**
+     * What {@link #updateAll} did with one item.
+     *
+     * @param item the item
+     * @param rowsUpdated the rows written, 0 when refused
+     * @param refusal why the row was not written: {@link dev.fenced.lock.StaleFencingTokenException} (storage holds a
+     *     newer token, or the same token of another owner), {@link FencedRowNotFoundException}, or
+     *     {@link LeaseNotHeldException} (the lease was not held, nothing was sent for it); {@code null} when written
+     */
+    public record ItemOutcome(Item item, long rowsUpdated, @Nullable RuntimeException refusal) {
+
+        /**
+         * Whether the row was written.
+         *
+         * @return whether it was
+         */
+        public boolean written() {
+            return refusal == null;
+        }
+    }
+
+    /** What the multi-row update needs of one spec: its table, columns and rule. */
+    String table() {
+        return table;
+    }
+
+    List<String> keyColumns() {
+        return keys.stream().map(Column::name).toList();
+    }
+
+    List<String> valueColumns() {
+        return values.stream().map(Column::name).toList();
+    }
+
+    String tokenColumn() {
+        return tokenColumn;
+    }
+
+    @Nullable String ownerColumn() {
+        return ownerColumn;
+    }
+
+    FencingRule rule() {
+        return rule;
+    }
+
+    boolean checksLease() {
+        return leaseCheck != null;
+    }
+
+    /** The values of one row of the multi-row update: its keys, its set values, the token and (if stored) the owner. */
+    List<Sql.Param> rowParams(FencedLease lease) {
+        return insertParams(lease);
+    }
+
+    /** The key values, to tell two items of one row apart. */
+    List<@Nullable Object> keyValues() {
+        return keys.stream().map(Column::value).toList();
+    }
+
+    /**
+     * Why the multi-row update did not write this row, decided as the single-row write decides: the row's reads,
+     * and this row's guarded statement once more if the row changed in between. Completes with the rows written
+     * when the explanation finds it written after all.
+     */
+    Mono<Long> explainUnwritten(Connection connection, SqlDialect dialect, FencedLease lease) {
+        return explainRejection(connection, dialect, lease, guardedUpdate(connection, dialect, lease), false)
+                .onErrorMap(e -> SqlErrors.conflict(e, lease.name(), target()));
+    }
+
+    /** The checks the single-row write makes before any SQL: a lease that is not held, or of another lock. */
+    @Nullable RuntimeException problemBeforeSql(FencedLease lease) {
+        LeaseNotHeldException notHeld = Leases.notHeld(lease);
+        if (notHeld != null) {
+            return notHeld;
+        }
+        return Leases.wrongLock(lease, guard, description());
+    }
+
+    String schemaDescriptionFor(SqlDialect dialect) {
+        return schemaDescription(dialect);
+    }
+
+    /**
      * Runs the guarded update on {@code connection}, in whatever transaction it has (with {@link #checkLease}, it
      * must have one).
      *
@@ -624,7 +765,7 @@ public final class FencedWrite {
     }
 
     /** What the SQL depends on: the statement kind, the dialect, the table, the columns in order, and the rule. */
-    private String shape(String kind, SqlDialect dialect) {
+    String shape(String kind, SqlDialect dialect) {
         StringBuilder b = new StringBuilder(kind).append('\u0000').append(dialect.name()).append('\u0000').append(table)
                 .append('\u0000');
         for (Column c : keys) {

@@ -533,4 +533,165 @@ abstract class FencedWriteContract {
         }
         assertThat(row(43)).containsExactly("OPEN", 7L, 200L, "new");
     }
+
+    // The multi-row update (updateAll): each row against its own lease, refusals per item, the single-row rules.
+
+    private void rows(long... ids) {
+        for (long id : ids) {
+            db.execute("INSERT INTO " + table + " (id, status, amount) VALUES (" + id + ", 'OPEN', 0)");
+        }
+    }
+
+    @Test
+    void updateAllWritesTheFreshRowsAndReportsTheStaleAndTheMissingOnePerItem() {
+        rows(1, 2, 3);
+        StepVerifier.create(invoice(2, "NEWER", 9).update(db.connections, new TestLease("invoice:2", 9, "b")))
+                .expectNext(1L).verifyComplete();
+        TestLease one = new TestLease("invoice:1", 5, "a1");
+        TestLease stale = new TestLease("invoice:2", 5, "a2");
+        TestLease three = new TestLease("invoice:3", 5, "a3");
+        TestLease missing = new TestLease("invoice:4", 5, "a4");
+        List<FencedWrite.Item> items = List.of(new FencedWrite.Item(invoice(1, "PAID", 10), one),
+                new FencedWrite.Item(invoice(2, "PAID", 20), stale), new FencedWrite.Item(invoice(3, "PAID", 30), three),
+                new FencedWrite.Item(invoice(4, "PAID", 40), missing));
+        StepVerifier.create(FencedWrite.updateAll(db.connections, items))
+                .assertNext(outcomes -> {
+                    assertThat(outcomes).extracting(FencedWrite.ItemOutcome::item).containsExactlyElementsOf(items);
+                    assertThat(outcomes).extracting(FencedWrite.ItemOutcome::written).containsExactly(true, false, true, false);
+                    assertThat(outcomes).extracting(FencedWrite.ItemOutcome::rowsUpdated).containsExactly(1L, 0L, 1L, 0L);
+                    StaleFencingTokenException refused = (StaleFencingTokenException) outcomes.get(1).refusal();
+                    assertThat(refused).hasMessage("Write to " + table + " (id = 2) with fencing token 5 of lock "
+                            + "'invoice:2' was rejected: storage holds token 9");
+                    assertThat(refused.storedToken()).isEqualTo(9);
+                    assertThat(outcomes.get(3).refusal()).isExactlyInstanceOf(FencedRowNotFoundException.class);
+                })
+                .verifyComplete();
+        assertThat(row(1)).containsExactly("PAID", 10L, 5L, "a1");
+        assertThat(row(2)).containsExactly("NEWER", 9L, 9L, "b");
+        assertThat(row(3)).containsExactly("PAID", 30L, 5L, "a3");
+        assertThat(stale.reportedNewerToken).as("the stale lease is told").hasValue(9);
+        assertThat(one.reportedNewerToken).hasValue(-1);
+    }
+
+    @Test
+    void updateAllKeepsTheRuleOfTheSingleRowWrite() {
+        rows(1, 2);
+        TestLease lease = new TestLease("invoice:1", 7, "owner-a");
+        TestLease reissued = new TestLease("invoice:2", 7, "owner-b");
+        StepVerifier.create(invoice(1, "PAID", 10).update(db.connections, lease)).expectNext(1L).verifyComplete();
+        StepVerifier.create(invoice(2, "PAID", 20).update(db.connections, new TestLease("invoice:2", 7, "owner-a")))
+                .expectNext(1L).verifyComplete();
+        // The same lease may write its row again, even the very values; a token re-issued to another owner may not.
+        List<FencedWrite.Item> items = List.of(new FencedWrite.Item(invoice(1, "PAID", 10), lease),
+                new FencedWrite.Item(invoice(2, "VOID", 0), reissued));
+        StepVerifier.create(FencedWrite.updateAll(db.connections, items))
+                .assertNext(outcomes -> {
+                    assertThat(outcomes.get(0).written()).isTrue();
+                    assertThat(outcomes.get(1).refusal()).isInstanceOf(StaleFencingTokenException.class)
+                            .hasMessageEndingWith("storage holds token 7 from another owner");
+                })
+                .verifyComplete();
+        assertThat(row(2)).containsExactly("PAID", 20L, 7L, "owner-a");
+        // The strict rule refuses the same lease's second write, row by row.
+        List<FencedWrite.Item> strict = List.of(
+                new FencedWrite.Item(invoice(1, "SHIPPED", 10).rule(FencingRule.STRICTLY_NEWER), lease));
+        StepVerifier.create(FencedWrite.updateAll(db.connections, strict))
+                .assertNext(outcomes -> assertThat(outcomes.get(0).refusal()).isInstanceOf(StaleFencingTokenException.class)
+                        .hasMessageEndingWith("storage holds token 7 from this same lease (the strict rule accepts one "
+                                + "write per token)"))
+                .verifyComplete();
+        assertThat(row(1)).containsExactly("PAID", 10L, 7L, "owner-a");
+    }
+
+    @Test
+    void updateAllReportsALeaseThatIsNotHeldForItsItemAlone() {
+        rows(1);
+        TestLease gone = new TestLease("invoice:42", 5, "gone");
+        gone.held.set(false);
+        List<FencedWrite.Item> items = List.of(new FencedWrite.Item(invoice(42, "VOID", 0), gone),
+                new FencedWrite.Item(invoice(1, "PAID", 10), new TestLease("invoice:1", 5, "a")));
+        StepVerifier.create(FencedWrite.updateAll(db.connections, items))
+                .assertNext(outcomes -> {
+                    assertThat(outcomes.get(0).refusal()).isInstanceOf(LeaseNotHeldException.class);
+                    assertThat(outcomes.get(1).written()).isTrue();
+                })
+                .verifyComplete();
+        assertThat(row(42)).containsExactly("OPEN", 0L, null, null);
+    }
+
+    @Test
+    void updateAllRefusesTwoItemsOfOneRowAndItemsOfDifferentShapesBeforeAnySql() {
+        TestLease lease = new TestLease("invoice:42", 5, "a");
+        StepVerifier.create(FencedWrite.updateAll(db.connections, List.of(new FencedWrite.Item(invoice(42, "A", 1), lease),
+                        new FencedWrite.Item(invoice(42, "B", 2), lease))))
+                .verifyErrorSatisfies(e -> assertThat(e).isExactlyInstanceOf(IllegalArgumentException.class)
+                        .hasMessage("Two items of a multi-row fenced write have the key [id] = [42]: write each row once"));
+        StepVerifier.create(FencedWrite.updateAll(db.connections, List.of(new FencedWrite.Item(invoice(42, "A", 1), lease),
+                        new FencedWrite.Item(FencedWrite.into(table).key("id", 1L).set("status", "B"), lease))))
+                .verifyErrorSatisfies(e -> assertThat(e).isExactlyInstanceOf(IllegalArgumentException.class)
+                        .hasMessageStartingWith("The items of a multi-row fenced write must have one shape"));
+        assertThat(row(42)).containsExactly("OPEN", 0L, null, null);
+    }
+
+    @Test
+    void aStaleItemAfterASnapshotReadIsRefusedNotReportedAsWritten() {
+        rows(1);
+        TestLease stale = new TestLease("invoice:42", 100, "old");
+        TestLease fresh = new TestLease("invoice:1", 100, "old");
+        StepVerifier.create(invoice(42, "PAID", 100).update(db.connections, stale)).expectNext(1L).verifyComplete();
+        Connection transaction = db.readFirstIn(io.r2dbc.spi.IsolationLevel.REPEATABLE_READ,
+                "SELECT amount FROM " + table + " WHERE id = 42");
+        try {
+            StepVerifier.create(invoice(42, "VOID", 0).update(db.connections, new TestLease("invoice:42", 200, "new")))
+                    .expectNext(1L).verifyComplete();
+            Mono<List<FencedWrite.ItemOutcome>> batch = FencedWrite.updateAll(transaction, List.of(
+                    new FencedWrite.Item(invoice(1, "PAID", 1), fresh), new FencedWrite.Item(invoice(42, "REFUNDED", 50), stale)));
+            if (db.mariaDb) {
+                StepVerifier.create(batch)
+                        .assertNext(outcomes -> {
+                            assertThat(outcomes.get(0).written()).isTrue();
+                            assertThat(outcomes.get(1).refusal()).isInstanceOf(StaleFencingTokenException.class);
+                        })
+                        .verifyComplete();
+                assertThat(stale.reportedNewerToken).hasValue(200);
+            } else {
+                // PostgreSQL aborts the statement as a whole: it cannot serialize the stale row's update.
+                StepVerifier.create(batch).verifyErrorSatisfies(e -> assertThat(e)
+                        .isInstanceOf(FencedWriteConflictException.class));
+            }
+        } finally {
+            TestDatabase.rollBackAndClose(transaction);
+        }
+        assertThat(row(42)).containsExactly("VOID", 0L, 200L, "new");
+    }
+
+    @Test
+    void updateAllOfFreshRowsIsOneStatementOnPostgresqlAndOnePerRowOnMariaDb() {
+        rows(1, 2, 3);
+        Connection real = Mono.from(db.connections.create()).block(BOUND);
+        java.util.concurrent.atomic.AtomicInteger statements = new java.util.concurrent.atomic.AtomicInteger();
+        Connection counting = (Connection) java.lang.reflect.Proxy.newProxyInstance(getClass().getClassLoader(),
+                new Class<?>[] {Connection.class}, (proxy, method, args) -> {
+                    if (method.getName().equals("createStatement")) {
+                        statements.incrementAndGet();
+                    }
+                    try {
+                        return method.invoke(real, args);
+                    } catch (java.lang.reflect.InvocationTargetException e) {
+                        throw e.getCause();
+                    }
+                });
+        try {
+            List<FencedWrite.Item> items = LongStream.rangeClosed(1, 3)
+                    .mapToObj(id -> new FencedWrite.Item(invoice(id, "PAID", id), new TestLease("invoice:" + id, 5, "a")))
+                    .toList();
+            StepVerifier.create(FencedWrite.updateAll(counting, items))
+                    .assertNext(outcomes -> assertThat(outcomes).allMatch(FencedWrite.ItemOutcome::written))
+                    .verifyComplete();
+            assertThat(statements).hasValue(db.mariaDb ? 3 : 1);
+        } finally {
+            Mono.from(real.close()).block(BOUND);
+        }
+        assertThat(row(3)).containsExactly("PAID", 3L, 5L, "a");
+    }
 }

@@ -24,13 +24,19 @@ class FencedWriteIT extends FencedWriteContract {
         super(TestDatabase.postgres(server));
     }
 
-    enum Write { UPDATE, CLAIM, STRICT_UPDATE }
+    /** The guarded writes, and the multi-row update of one stale row beside a fresh one (its refusal rethrown). */
+    enum Write { UPDATE, CLAIM, STRICT_UPDATE, UPDATE_ALL }
 
     private Mono<?> write(Write kind, Connection connection, TestLease lease) {
         return switch (kind) {
             case UPDATE -> invoice(7, "STALE", 2).update(connection, lease);
             case CLAIM -> invoice(7, "STALE", 2).claim(connection, lease, r -> r.get("status", String.class));
             case STRICT_UPDATE -> invoice(7, "STALE", 2).rule(FencingRule.STRICTLY_NEWER).update(connection, lease);
+            case UPDATE_ALL -> FencedWrite.updateAll(connection, java.util.List.of(
+                            new FencedWrite.Item(invoice(7, "STALE", 2), lease),
+                            new FencedWrite.Item(invoice(42, "FRESH", 3), new TestLease("invoice:42", 1, "fresh"))))
+                    .flatMap(outcomes -> outcomes.get(0).refusal() != null ? Mono.error(outcomes.get(0).refusal())
+                            : Mono.just(outcomes.get(0).rowsUpdated()));
         };
     }
 

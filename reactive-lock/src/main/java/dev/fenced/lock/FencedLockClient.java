@@ -96,6 +96,63 @@ public interface FencedLockClient extends AutoCloseable {
     Mono<FencedLease> tryAcquire(String name);
 
     /**
+     * Makes a single attempt on each of {@code names} at once: the same as
+     * {@code tryAcquireAll(names, AcquireOptions.defaults())}.
+     *
+     * @param names the lock names: distinct, at most 256
+     * @return the batch: a lease per free name, and the busy names
+     */
+    default Mono<FencedLeaseBatch> tryAcquireAll(java.util.Collection<String> names) {
+        return tryAcquireAll(names, AcquireOptions.defaults());
+    }
+
+    /**
+     * Makes a single attempt on each of {@code names} at once, as {@link #tryAcquire(String)} does for one name: each
+     * free lock is granted a lease of its own (its own token, renewal and {@link FencedLease#lost()} signal, exactly
+     * as a single acquire's), and each held lock is reported {@linkplain FencedLeaseBatch#busy() busy}; nobody waits.
+     * The clients of {@link #builder()} on one Redis server (directly or through Sentinel, without replica
+     * acknowledgement) send one acquire-script call for the whole batch; on a Redis Cluster (whose names live in
+     * many slots), with replica acknowledgement, and on PostgreSQL each name is a call of its own, all sent at once.
+     * Release the batch with {@link FencedLeaseBatch#releaseAll()}.
+     *
+     * <ul>
+     *   <li>The options' lease time and maximum hold apply to every lease; their maximum wait is not used (one
+     *       attempt per name).</li>
+     *   <li>An empty collection gives an empty batch, without I/O. More than
+     *       256 names, a name twice, or a bad name is an
+     *       {@link IllegalArgumentException} before any I/O; a name whose lease the subscriber's Reactor Context
+     *       already holds (inside {@code withLease}) is an {@link IllegalStateException}: a batch reuses no
+     *       enclosing lease.</li>
+     *   <li>Cancelling before the batch is emitted leaves no lock behind: leases granted so far are released and
+     *       attempts still in flight are undone when their reply comes. If the attempt on one name fails (the
+     *       lock service cannot be reached), the batch fails with that error and releases what it was granted.</li>
+     *   <li>A closed client fails with {@link LockClientClosedException}.</li>
+     * </ul>
+     *
+     * <p>This default implementation makes the attempts through {@link #tryAcquire(String)}'s path
+     * ({@code acquire(name, options.withMaxWait(Duration.ZERO))}), all subscribed at once; the clients of
+     * {@link #builder()} override it.
+     *
+     * @param names the lock names: distinct, at most 256
+     * @param options the lease time and maximum hold of every lease
+     * @return the batch: a lease per free name, and the busy names, in the order of {@code names}
+     */
+    default Mono<FencedLeaseBatch> tryAcquireAll(java.util.Collection<String> names, AcquireOptions options) {
+        Object checked = dev.fenced.lock.internal.LeaseBatches.namesOrProblem(names, options);
+        if (checked instanceof RuntimeException problem) {
+            return Mono.error(problem);
+        }
+        @SuppressWarnings("unchecked")
+        java.util.List<String> ordered = (java.util.List<String>) checked;
+        AcquireOptions once = options.withMaxWait(Duration.ZERO);
+        return Mono.deferContextual(ctx -> {
+            IllegalStateException nested = dev.fenced.lock.internal.LeaseBatches.heldByScope(ctx, ordered);
+            return nested != null ? Mono.error(nested)
+                    : dev.fenced.lock.internal.LeaseBatches.collect(ordered, name -> acquire(name, once));
+        });
+    }
+
+    /**
      * Acquires {@code name}, runs {@code work} with the lease, and releases the lease when the work
      * completes, errors or is cancelled.
      *

@@ -46,7 +46,8 @@ public final class DroppedLeases {
     private static final Consumer<Object> GLOBAL = dropped -> {
         if (dropped == PROBE) {
             probeSeen = true;
-        } else if (dropped instanceof HeldLease || dropped instanceof LeaseHandle || dropped instanceof AcquireAttempt.Result) {
+        } else if (dropped instanceof HeldLease || dropped instanceof LeaseHandle || dropped instanceof AcquireAttempt.Result
+                || dropped instanceof dev.fenced.lock.FencedLeaseBatch) {
             release(dropped);
         }
     };
@@ -110,6 +111,12 @@ public final class DroppedLeases {
     }
 
     private static void release(Object dropped) {
+        if (dropped instanceof dev.fenced.lock.FencedLeaseBatch batch) {
+            // A batch of tryAcquireAll: its leases, as each would be alone.
+            log.debug("A lease batch was dropped as its subscriber cancelled: releasing {}", batch);
+            LeaseBatches.releaseDiscarded(batch);
+            return;
+        }
         HeldLease lease = dropped instanceof dev.fenced.lock.FencedLease l ? HeldLease.of(l)
                 : dropped instanceof AcquireAttempt.Result result ? result.lease() : null;
         if (lease != null) {

@@ -30,6 +30,64 @@ public interface LeaseStore {
     Mono<AcquireReply> acquire(String name, String owner, long leaseMillis, long floor);
 
     /**
+     * Tries to take many locks at once, each as {@link #acquire} does: each request keeps its own owner, lease time
+     * and floor, and gets its own reply or its own failure. A store that can do it sends one call for all of them
+     * (one acquire-script call on one Redis server); this default sends each request as a call of its own, all at
+     * once, and collects the replies.
+     *
+     * @param requests the acquires, at least one
+     * @return for each request, in the same order, its reply or its failure; the Mono itself fails only when no
+     *     request got a result
+     */
+    default Mono<List<AcquireResult>> acquireAll(List<AcquireRequest> requests) {
+        return Flux.fromIterable(requests)
+                .flatMapSequential(r -> acquire(r.name(), r.owner(), r.leaseMillis(), r.floor())
+                        .map(AcquireResult::of)
+                        .onErrorResume(e -> Mono.just(AcquireResult.failed(e))), Math.max(1, requests.size()))
+                .collectList();
+    }
+
+    /**
+     * One acquire of {@link #acquireAll}.
+     *
+     * @param name the lock name
+     * @param owner the owner id of this acquisition
+     * @param leaseMillis the lease time
+     * @param floor a token the next token must exceed, or 0
+     */
+    record AcquireRequest(String name, String owner, long leaseMillis, long floor) {
+    }
+
+    /**
+     * The result of one acquire of {@link #acquireAll}: its reply, or its failure.
+     *
+     * @param reply the reply, or {@code null} when it failed
+     * @param failure why it failed, or {@code null}
+     */
+    record AcquireResult(@Nullable AcquireReply reply, @Nullable Throwable failure) {
+
+        /**
+         * A reply.
+         *
+         * @param reply the reply
+         * @return the result
+         */
+        public static AcquireResult of(AcquireReply reply) {
+            return new AcquireResult(reply, null);
+        }
+
+        /**
+         * A failure.
+         *
+         * @param failure the failure
+         * @return the result
+         */
+        public static AcquireResult failed(Throwable failure) {
+            return new AcquireResult(null, failure);
+        }
+    }
+
+    /**
      * Extends every lease whose lock still holds its {@code owner:token}, in one round trip where the
      * store allows.
      *

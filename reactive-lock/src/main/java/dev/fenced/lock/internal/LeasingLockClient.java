@@ -166,6 +166,51 @@ public final class LeasingLockClient implements FencedLockClient {
                 .contextWrite(DroppedLeases::releaseIn);
     }
 
+    /**
+     * One store call for the whole batch ({@link LeaseStore#acquireAll}): each name is an attempt of its own (its
+     * owner id, floor, undo and grant, as {@link #tryAcquire(String)}'s), whose store call is its part of the batch's
+     * call ({@link BatchedAcquires}).
+     */
+    @Override
+    public Mono<dev.fenced.lock.FencedLeaseBatch> tryAcquireAll(java.util.Collection<String> names, AcquireOptions options) {
+        Object checked = LeaseBatches.namesOrProblem(names, options);
+        if (checked instanceof RuntimeException problem) {
+            return Mono.error(problem);
+        }
+        @SuppressWarnings("unchecked")
+        List<String> ordered = (List<String>) checked;
+        ClientSettings settings = runtime.settings();
+        Duration leaseTime = options.leaseTime() != null ? options.leaseTime() : settings.leaseTime();
+        String leaseProblem = settings.problemWithLeaseTime(leaseTime);
+        if (!leaseProblem.isEmpty()) {
+            return Mono.error(new IllegalArgumentException(leaseProblem));
+        }
+        long leaseNanos = leaseTime.toNanos();
+        long capNanos = options.maxHold() != null ? options.maxHold().toNanos() : 0;
+        return Mono.deferContextual(ctx -> {
+            String first = ordered.isEmpty() ? "" : ordered.get(0);
+            if (closed.get()) {
+                return Mono.error(LockClientClosedException.of(first));
+            }
+            if (renewer.schedulerDisposed()) {
+                return Mono.error(schedulerRejected(first));
+            }
+            IllegalStateException nested = LeaseBatches.heldByScope(ctx, ordered);
+            if (nested != null) {
+                return Mono.error(nested);
+            }
+            BatchedAcquires call = new BatchedAcquires(runtime.store(), runtime.inFlight(), ordered.size());
+            Mono<dev.fenced.lock.FencedLeaseBatch> batch = LeaseBatches.collect(ordered, name -> observed(name,
+                            attempts.run(name, leaseNanos, capNanos, call.sender(name))
+                                    .mapNotNull(AcquireAttempt.Result::lease)
+                                    .map(HeldLease::handle)))
+                    .doOnCancel(call::sendNow);
+            Scheduler emission = settings.emissionScheduler();
+            return emission == null ? batch : batch.publishOn(emission);
+        }).doOnDiscard(dev.fenced.lock.FencedLeaseBatch.class, LeaseBatches::releaseDiscarded)
+                .contextWrite(DroppedLeases::releaseIn);
+    }
+
     /** An acquire refused up front: a lease granted now could never be renewed. */
     private static RejectedExecutionException schedulerRejected(String name) {
         return new RejectedExecutionException("Cannot acquire lock '" + name + "': the lock client's scheduler rejected "

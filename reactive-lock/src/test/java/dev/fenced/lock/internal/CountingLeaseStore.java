@@ -12,6 +12,8 @@ class CountingLeaseStore implements LeaseStore {
 
     final AtomicInteger acquires = new AtomicInteger();
     final AtomicInteger releases = new AtomicInteger();
+    /** Calls of {@link #acquireAll}, each counted once (the default's single acquires are counted too). */
+    final AtomicInteger acquireAlls = new AtomicInteger();
     /** Hand-offs: each is a release and an acquire in one call. */
     final AtomicInteger handoffs = new AtomicInteger();
     final List<Integer> renewBatches = new CopyOnWriteArrayList<>();
@@ -35,6 +37,14 @@ class CountingLeaseStore implements LeaseStore {
             acquires.incrementAndGet();
             acquireMillis.add(leaseMillis);
             return delegate.acquire(name, owner, leaseMillis, floor);
+        });
+    }
+
+    @Override
+    public Mono<List<AcquireResult>> acquireAll(List<AcquireRequest> requests) {
+        return Mono.defer(() -> {
+            acquireAlls.incrementAndGet();
+            return LeaseStore.super.acquireAll(requests);
         });
     }
 

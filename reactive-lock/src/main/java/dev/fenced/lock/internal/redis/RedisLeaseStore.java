@@ -169,6 +169,48 @@ public final class RedisLeaseStore implements LeaseStore {
                 .map(list -> alone(acquireReplies(list, 1).get(0), request.name(), "acquire"));
     }
 
+    /**
+     * On one server (directly or through Sentinel) without replica acknowledgement: one call of the acquire script
+     * for every request, whatever the batcher is doing meanwhile; each lock gets its own reply or error, and a call
+     * that fails as a whole fails each request with its own lock's name. On a cluster, whose locks live in many
+     * slots, and with replica acknowledgement, each request is a call of its own (the default).
+     */
+    @Override
+    public Mono<List<AcquireResult>> acquireAll(List<LeaseStore.AcquireRequest> requests) {
+        if (!oneServer || acks.required() || requests.isEmpty()) {
+            return LeaseStore.super.acquireAll(requests);
+        }
+        List<AcquireRequest> all = new ArrayList<>(requests.size());
+        for (LeaseStore.AcquireRequest r : requests) {
+            all.add(new AcquireRequest(r.name(), r.owner(), r.leaseMillis(), r.floor()));
+        }
+        return Mono.defer(() -> evalTogether(acquireScript, acquireKeys(all), acquireArgs(all, "", "")))
+                .map(list -> acquireReplies(list, all.size()))
+                .flatMap(replies -> {
+                    List<AcquireResult> results = new ArrayList<>(replies.size());
+                    boolean granted = false;
+                    for (int i = 0; i < replies.size(); i++) {
+                        ScriptBatcher.Reply<AcquireReply> reply = replies.get(i);
+                        Throwable error = reply.error();
+                        if (error != null) {
+                            results.add(AcquireResult.failed(commands.classify(error, all.get(i).name(), "acquire")));
+                        } else {
+                            granted |= reply.value().acquired();
+                            results.add(AcquireResult.of(reply.value()));
+                        }
+                    }
+                    // A grant counts once a change of server found after a reconnect has been reported.
+                    return granted ? connections.verified().thenReturn(results) : Mono.just(results);
+                })
+                .onErrorResume(e -> {
+                    List<AcquireResult> failed = new ArrayList<>(all.size());
+                    for (AcquireRequest r : all) {
+                        failed.add(AcquireResult.failed(commands.classify(e, r.name(), "acquire")));
+                    }
+                    return Mono.just(failed);
+                });
+    }
+
     /** Several acquires in one call of the acquire script. */
     private Mono<List<ScriptBatcher.Reply<AcquireReply>>> acquireTogether(List<AcquireRequest> requests) {
         return evalTogether(acquireScript, acquireKeys(requests), acquireArgs(requests, "", ""))

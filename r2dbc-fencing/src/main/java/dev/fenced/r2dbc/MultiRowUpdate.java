@@ -1,0 +1,198 @@
+package dev.fenced.r2dbc;
+
+import dev.fenced.lock.FencedLockException;
+import dev.fenced.lock.LeaseNotHeldException;
+import dev.fenced.lock.StaleFencingTokenException;
+import io.r2dbc.spi.Connection;
+import java.util.ArrayList;
+import java.util.HashSet;
+import java.util.List;
+import java.util.Objects;
+import java.util.Set;
+import org.jspecify.annotations.Nullable;
+import reactor.core.publisher.Flux;
+import reactor.core.publisher.Mono;
+
+/**
+ * The guarded update of many rows, each with its own lease ({@link FencedWrite#updateAll}): on PostgreSQL one
+ * statement, {@code UPDATE t SET … FROM (VALUES (i, keys…, values…, token, owner), …) AS fenced_rows (…) WHERE
+ * t.key = fenced_rows.key AND <rule of t's columns against the row's token and owner> RETURNING fenced_rows.fenced_i},
+ * whose returned ordinals are the items written; each other item is then explained by its own spec as the single-row
+ * write explains a refusal. On MariaDB/MySQL, whose {@code UPDATE} cannot return what it wrote, one single-row write
+ * per item. Stateless, so thread-safe.
+ */
+final class MultiRowUpdate {
+
+    /** The most items one call takes: PostgreSQL binds at most 65,535 values in one statement. */
+    static final int MAX_ITEMS = 1000;
+
+    private static final String ROWS = "fenced_rows";
+
+    private MultiRowUpdate() {
+    }
+
+    static Mono<List<FencedWrite.ItemOutcome>> run(Connection connection, List<FencedWrite.Item> items) {
+        return Mono.defer(() -> {
+            Objects.requireNonNull(connection, "connection must not be null");
+            Objects.requireNonNull(items, "items must not be null");
+            if (items.isEmpty()) {
+                return Mono.just(List.<FencedWrite.ItemOutcome>of());
+            }
+            SqlDialect dialect = SqlDialect.of(connection);
+            IllegalArgumentException problem = problemWith(items, dialect);
+            if (problem != null) {
+                return Mono.error(problem);
+            }
+            @Nullable FencedWrite.ItemOutcome[] outcomes = new FencedWrite.ItemOutcome[items.size()];
+            List<Integer> toSend = new ArrayList<>(items.size());
+            for (int i = 0; i < items.size(); i++) {
+                FencedWrite.Item item = items.get(i);
+                RuntimeException before = item.write().problemBeforeSql(item.lease());
+                if (before instanceof LeaseNotHeldException notHeld) {
+                    outcomes[i] = new FencedWrite.ItemOutcome(item, 0, notHeld);
+                } else if (before != null) {
+                    return Mono.error(before);
+                } else {
+                    toSend.add(i);
+                }
+            }
+            Mono<Void> written = toSend.isEmpty() ? Mono.empty()
+                    : dialect == SqlDialect.POSTGRESQL ? oneStatement(connection, dialect, items, toSend, outcomes)
+                    : rowByRow(connection, items, toSend, outcomes);
+            return written.then(Mono.fromSupplier(() -> {
+                List<FencedWrite.ItemOutcome> all = new ArrayList<>(outcomes.length);
+                for (FencedWrite.ItemOutcome outcome : outcomes) {
+                    all.add(Objects.requireNonNull(outcome));
+                }
+                return all;
+            }));
+        });
+    }
+
+    private static @Nullable IllegalArgumentException problemWith(List<FencedWrite.Item> items, SqlDialect dialect) {
+        if (items.size() > MAX_ITEMS) {
+            return new IllegalArgumentException("A multi-row fenced write takes at most " + MAX_ITEMS + " items, was given "
+                    + items.size());
+        }
+        FencedWrite first = items.get(0).write();
+        String shape = first.shape("UPDATE", dialect);
+        Set<List<@Nullable Object>> keys = new HashSet<>();
+        for (FencedWrite.Item item : items) {
+            FencedWrite write = item.write();
+            if (write.checksLease()) {
+                return new IllegalArgumentException("A multi-row fenced write does not check leases (checkLease): "
+                        + "write such rows one by one");
+            }
+            if (write.keyColumns().isEmpty()) {
+                return new IllegalArgumentException("A fenced write of " + write.table() + " needs at least one key(...)");
+            }
+            if (!write.shape("UPDATE", dialect).equals(shape)) {
+                return new IllegalArgumentException("The items of a multi-row fenced write must have one shape (table, "
+                        + "key and value columns in order, fencing columns, rule): " + write + " differs from " + first);
+            }
+            if (!keys.add(write.keyValues())) {
+                return new IllegalArgumentException("Two items of a multi-row fenced write have the key "
+                        + write.keyColumns() + " = " + write.keyValues() + ": write each row once");
+            }
+        }
+        return null;
+    }
+
+    /** MariaDB/MySQL: each item's single-row guarded update, in turn. */
+    private static Mono<Void> rowByRow(Connection connection, List<FencedWrite.Item> items, List<Integer> toSend,
+            @Nullable FencedWrite.ItemOutcome[] outcomes) {
+        return Flux.fromIterable(toSend)
+                .concatMap(i -> {
+                    FencedWrite.Item item = items.get(i);
+                    return decided(item, item.write().update(connection, item.lease()))
+                            .doOnNext(outcome -> outcomes[i] = outcome);
+                })
+                .then();
+    }
+
+    /** PostgreSQL: one statement for every item, then an explanation of each item it did not write. */
+    private static Mono<Void> oneStatement(Connection connection, SqlDialect dialect, List<FencedWrite.Item> items,
+            List<Integer> toSend, @Nullable FencedWrite.ItemOutcome[] outcomes) {
+        FencedWrite first = items.get(toSend.get(0)).write();
+        // Not cached: one text per row count would crowd the other shapes out of the bounded cache.
+        Sql sql = build(first, dialect, toSend.size());
+        List<Sql.Param> params = new ArrayList<>();
+        for (int row = 0; row < toSend.size(); row++) {
+            FencedWrite.Item item = items.get(toSend.get(row));
+            params.add(Sql.Param.of(row));
+            params.addAll(item.write().rowParams(item.lease()));
+        }
+        FencedWrite.Item firstItem = items.get(toSend.get(0));
+        String schema = first.schemaDescriptionFor(dialect);
+        return Flux.from(sql.bind(connection.createStatement(sql.text()), params).execute())
+                .flatMap(result -> result.map((row, meta) -> Objects.requireNonNull(row.get(0, Integer.class))))
+                .collect(HashSet<Integer>::new, Set::add)
+                .onErrorMap(e -> SqlErrors.classify(e, schema))
+                .onErrorMap(e -> SqlErrors.conflict(e, firstItem.lease().name(), first.table() + " (" + toSend.size()
+                        + " rows)"))
+                .flatMapMany(writtenRows -> Flux.range(0, toSend.size()).concatMap(row -> {
+                    int i = toSend.get(row);
+                    FencedWrite.Item item = items.get(i);
+                    if (writtenRows.contains(row)) {
+                        outcomes[i] = new FencedWrite.ItemOutcome(item, 1, null);
+                        return Mono.empty();
+                    }
+                    return decided(item, item.write().explainUnwritten(connection, dialect, item.lease()))
+                            .doOnNext(outcome -> outcomes[i] = outcome);
+                }))
+                .then();
+    }
+
+    /** An item's outcome: its rows, or its refusal (stale, or no row); other errors fail the batch. */
+    private static Mono<FencedWrite.ItemOutcome> decided(FencedWrite.Item item, Mono<Long> write) {
+        return write.map(rows -> new FencedWrite.ItemOutcome(item, rows, null))
+                .onErrorResume(MultiRowUpdate::isRefusal,
+                        e -> Mono.just(new FencedWrite.ItemOutcome(item, 0, (FencedLockException) e)));
+    }
+
+    private static boolean isRefusal(Throwable e) {
+        return e instanceof StaleFencingTokenException || e instanceof FencedRowNotFoundException
+                || e instanceof LeaseNotHeldException;
+    }
+
+    /** The statement for {@code rows} rows of {@code spec}'s shape; the values of row r start at r × its width. */
+    private static Sql build(FencedWrite spec, SqlDialect dialect, int rows) {
+        List<String> keys = spec.keyColumns();
+        List<String> values = spec.valueColumns();
+        String owner = spec.ownerColumn();
+        int width = 1 + keys.size() + values.size() + (owner == null ? 1 : 2);
+        String table = dialect.quote(spec.table());
+        Sql.Builder sql = new Sql.Builder(dialect).append("UPDATE ").append(table).append(" SET ");
+        for (int v = 0; v < values.size(); v++) {
+            sql.id(values.get(v)).append(" = " + ROWS + ".fenced_v" + v + ", ");
+        }
+        sql.id(spec.tokenColumn()).append(" = " + ROWS + ".fenced_token");
+        if (owner != null) {
+            sql.append(", ").id(owner).append(" = " + ROWS + ".fenced_owner");
+        }
+        sql.append(" FROM (VALUES ");
+        for (int r = 0; r < rows; r++) {
+            sql.append(r == 0 ? "(" : ", (");
+            for (int c = 0; c < width; c++) {
+                sql.append(c == 0 ? "" : ", ").param(r * width + c);
+            }
+            sql.append(")");
+        }
+        sql.append(") AS " + ROWS + " (fenced_i");
+        for (int k = 0; k < keys.size(); k++) {
+            sql.append(", fenced_k" + k);
+        }
+        for (int v = 0; v < values.size(); v++) {
+            sql.append(", fenced_v" + v);
+        }
+        sql.append(", fenced_token").append(owner == null ? "" : ", fenced_owner").append(") WHERE ");
+        for (int k = 0; k < keys.size(); k++) {
+            sql.append(k == 0 ? "" : " AND ").append(table + ".").id(keys.get(k)).append(" = " + ROWS + ".fenced_k" + k);
+        }
+        sql.append(" AND ");
+        spec.rule().appendCondition(sql, Sql.Operand.sql(table + "." + dialect.quote(spec.tokenColumn())),
+                owner == null ? null : Sql.Operand.sql(table + "." + dialect.quote(owner)),
+                Sql.Operand.sql(ROWS + ".fenced_token"), owner == null ? null : Sql.Operand.sql(ROWS + ".fenced_owner"));
+        return sql.append(" RETURNING " + ROWS + ".fenced_i").build();
+    }
+}

@@ -1,0 +1,169 @@
+package dev.fenced.lock.internal;
+
+import dev.fenced.lock.AcquireOptions;
+import dev.fenced.lock.FencedLease;
+import dev.fenced.lock.FencedLeaseBatch;
+import java.util.ArrayList;
+import java.util.Collection;
+import java.util.HashSet;
+import java.util.List;
+import java.util.Queue;
+import java.util.Set;
+import java.util.concurrent.ConcurrentLinkedQueue;
+import java.util.function.Function;
+import org.jspecify.annotations.Nullable;
+import reactor.core.publisher.Flux;
+import reactor.core.publisher.Mono;
+import reactor.util.context.ContextView;
+
+/**
+ * What every {@code tryAcquireAll} shares, whatever takes the single locks: the checks of the names (before any
+ * I/O), and the assembly of a batch that leaves no lease ownerless when it is cancelled or fails. Thread-safe.
+ */
+public final class LeaseBatches {
+
+    /**
+     * The most names one batch may take: a call of this many holds a Redis server for about a millisecond, as the
+     * largest call the script batcher sends.
+     */
+    public static final int MAX_NAMES = 256;
+
+    private LeaseBatches() {
+    }
+
+    /**
+     * Checks the arguments of a batch: a collection of at most {@link #MAX_NAMES} valid, distinct lock names, and
+     * options.
+     *
+     * @param names the names
+     * @param options the options
+     * @return the names in order, or the error to signal
+     */
+    public static Object namesOrProblem(@Nullable Collection<String> names, @Nullable AcquireOptions options) {
+        if (names == null) {
+            return new NullPointerException("names must not be null");
+        }
+        if (options == null) {
+            return new NullPointerException("options must not be null");
+        }
+        if (names.size() > MAX_NAMES) {
+            return new IllegalArgumentException("A batch takes at most " + MAX_NAMES + " locks, was given " + names.size()
+                    + ": split it into batches of at most " + MAX_NAMES);
+        }
+        List<String> ordered = new ArrayList<>(names.size());
+        Set<String> seen = new HashSet<>();
+        for (String name : names) {
+            String problem = KeyLayout.problemWithName(name);
+            if (!problem.isEmpty()) {
+                return new IllegalArgumentException(problem);
+            }
+            if (!seen.add(name)) {
+                return new IllegalArgumentException("Lock '" + name + "' appears twice in one batch: a batch takes each "
+                        + "lock once");
+            }
+            ordered.add(name);
+        }
+        return ordered;
+    }
+
+    /**
+     * The error of a batch asked inside a scope that already holds one of its names, or {@code null}: a batch never
+     * reuses an enclosing scope's lease (its release would end the scope's), and waiting on oneself is never the
+     * outcome.
+     *
+     * @param context the subscriber's Context
+     * @param names the names
+     * @return the error, or {@code null}
+     */
+    public static @Nullable IllegalStateException heldByScope(ContextView context, List<String> names) {
+        for (String name : names) {
+            if (LeaseContext.find(context, name) != null) {
+                return new IllegalStateException("Lock '" + name + "' is already held by an enclosing scope: a batch "
+                        + "does not reuse its lease; leave the name out of the batch");
+            }
+        }
+        return null;
+    }
+
+    /**
+     * Takes every name with {@code tryOne} (a lease, or empty when busy), all subscribed at once, and makes the batch.
+     * If the batch is cancelled or one acquire fails, the leases granted so far are released (those still in flight
+     * undo themselves: {@code tryOne} must be cancel-safe) and the batch fails with that failure.
+     *
+     * @param names the names, checked
+     * @param tryOne one cancel-safe single attempt
+     * @return the batch
+     */
+    public static Mono<FencedLeaseBatch> collect(List<String> names, Function<String, Mono<FencedLease>> tryOne) {
+        if (names.isEmpty()) {
+            return Mono.fromSupplier(() -> FencedLeaseBatch.of(List.of(), List.of()));
+        }
+        return Mono.defer(() -> {
+            Granted granted = new Granted();
+            return Flux.fromIterable(names)
+                    .flatMapSequential(name -> tryOne.apply(name).doOnNext(granted::add).map(Slot::granted)
+                            .defaultIfEmpty(new Slot(name, null)), names.size(), 1)
+                    .collectList()
+                    .map(slots -> {
+                        List<FencedLease> leases = new ArrayList<>(slots.size());
+                        List<String> busy = new ArrayList<>();
+                        for (Slot slot : slots) {
+                            if (slot.lease() != null) {
+                                leases.add(slot.lease());
+                            } else {
+                                busy.add(slot.name());
+                            }
+                        }
+                        return FencedLeaseBatch.of(leases, busy);
+                    })
+                    // Cancelled or failed before the batch was made: its leases have no one else to release them.
+                    .doOnCancel(granted::abandon)
+                    .doOnError(e -> granted.abandon())
+                    .doOnDiscard(FencedLeaseBatch.class, LeaseBatches::releaseDiscarded);
+        });
+    }
+
+    /**
+     * The leases a batch was granted so far. Once abandoned, every lease it holds or gets later is released: a
+     * lease that arrives while the batch is being abandoned is released by whichever side sees it last (a release
+     * is idempotent).
+     */
+    private static final class Granted {
+
+        private final Queue<FencedLease> leases = new ConcurrentLinkedQueue<>();
+        private volatile boolean abandoned;
+
+        void add(FencedLease lease) {
+            leases.add(lease);
+            if (abandoned) {
+                abandon();
+            }
+        }
+
+        void abandon() {
+            abandoned = true;
+            FencedLease lease;
+            while ((lease = leases.poll()) != null) {
+                lease.release().subscribe(ok -> { }, e -> { });
+            }
+        }
+    }
+
+    /**
+     * Releases a batch that an operator discarded on its way to the subscriber (one that published it on another
+     * scheduler, then was cancelled): nobody else can release its leases.
+     *
+     * @param batch the batch
+     */
+    public static void releaseDiscarded(FencedLeaseBatch batch) {
+        batch.releaseAll().subscribe(ok -> { }, e -> { });
+    }
+
+    /** One name's result: its lease, or {@code null} when it was busy. */
+    private record Slot(String name, @Nullable FencedLease lease) {
+
+        static Slot granted(FencedLease lease) {
+            return new Slot(lease.name(), lease);
+        }
+    }
+}
