@@ -17,7 +17,6 @@ import java.util.ArrayList;
 import java.util.LinkedHashSet;
 import java.util.List;
 import java.util.Set;
-import java.util.concurrent.atomic.AtomicInteger;
 import java.util.function.Function;
 import org.jspecify.annotations.Nullable;
 import reactor.core.publisher.Flux;
@@ -93,15 +92,13 @@ public final class RedisLeaseStore implements LeaseStore {
         // One keyspace: a call may carry locks of many slots (a proxy that refuses it makes the batcher send alone).
         this.oneServer = connections instanceof StandaloneConnections;
         Duration timeout = settings.commandTimeout();
-        // Counted together: the only acquire or release not answered leaves at once, even on an event loop.
-        AtomicInteger unanswered = new AtomicInteger();
         this.acquires = oneServer && !acks.required()
                 ? new ScriptBatcher<>(this::acquireAlone, this::acquireTogether,
-                        (e, r) -> commands.classify(e, r.name(), "acquire"), timeout, unanswered)
+                        (e, r) -> commands.classify(e, r.name(), "acquire"), timeout)
                 : null;
         this.releases = oneServer
                 ? new ScriptBatcher<>(this::releaseAlone, this::releaseTogether,
-                        (e, r) -> commands.classify(e, r.name(), "release"), timeout, unanswered)
+                        (e, r) -> commands.classify(e, r.name(), "release"), timeout)
                 : null;
     }
 

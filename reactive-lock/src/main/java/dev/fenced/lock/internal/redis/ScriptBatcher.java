@@ -32,15 +32,11 @@ import reactor.core.publisher.MonoSink;
  *       together as soon as a call answers: up to {@link #BATCH} a call, more (an eighth of those waiting, up
  *       to {@link #MAX_BATCH}) when more than {@code 8 × 16} wait. Below that bound a request made off an event
  *       loop leaves at once: one acquire at a time pays nothing for batching.</li>
- *   <li>A request made on a Netty I/O event loop (the callbacks of Lettuce's replies run there) while another
- *       request of its store is unanswered leaves at the end
+ *   <li>A request made on a Netty I/O event loop (the callbacks of Lettuce's replies run there) leaves at the end
  *       of that thread's current turn, with every other request the turn made: the replies that one read decodes
  *       answer many requests, whose next commands go out as one call. Each thread keeps its own turn: a request
  *       never waits for another thread's. So code on an event loop must never block waiting for a lock command
- *       it made there (blocking an event loop is wrong anyway: Reactor Netty and Lettuce forbid it). A request
- *       that is the only one of its store not answered (acquires and releases count together) leaves at once, on
- *       any thread: one request at a time (an acquire, then its release from the acquire's reply) pays no
- *       deferral, while with more in flight every request but the only one finds others unanswered.</li>
+ *       it made there (blocking an event loop is wrong anyway: Reactor Netty and Lettuce forbid it).</li>
  *   <li>A request that has waited longer than the command timeout when a call could take it fails without being
  *       sent (nothing ran on Redis: no undo needed); one that leaves then has the command timeout for its reply.</li>
  *   <li>A server that refuses a call whose keys span hash slots ({@code CROSSSLOT}: a proxy or a sharded service
@@ -81,8 +77,6 @@ final class ScriptBatcher<R, T> {
     private final AtomicInteger waitingCount = new AtomicInteger();
     private final AtomicInteger inFlight = new AtomicInteger();
     private final AtomicInteger drainsAsked = new AtomicInteger();
-    /** The requests sent and not answered yet, of every batcher that shares the count (a store's two kinds). */
-    private final AtomicInteger unanswered;
     private volatile boolean alone;
 
     /**
@@ -95,22 +89,6 @@ final class ScriptBatcher<R, T> {
      */
     ScriptBatcher(Function<R, Mono<T>> one, Function<List<R>, Mono<List<Reply<T>>>> many,
             BiFunction<Throwable, R, Throwable> classify, Duration commandTimeout) {
-        this(one, many, classify, commandTimeout, new AtomicInteger());
-    }
-
-    /**
-     * A batcher that counts its unanswered requests with those of other batchers (the acquires and releases of one
-     * store): a request leaves at once, wherever it is made, when it is the only one of them all not answered.
-     *
-     * @param one sends one request alone
-     * @param many sends several requests in one call (see the other constructor)
-     * @param classify a failure as the given request reports it
-     * @param commandTimeout the command timeout
-     * @param unanswered the shared count of requests sent and not answered yet
-     */
-    ScriptBatcher(Function<R, Mono<T>> one, Function<List<R>, Mono<List<Reply<T>>>> many,
-            BiFunction<Throwable, R, Throwable> classify, Duration commandTimeout, AtomicInteger unanswered) {
-        this.unanswered = unanswered;
         this.one = one;
         this.many = many;
         this.classify = classify;
@@ -147,7 +125,6 @@ final class ScriptBatcher<R, T> {
      */
     Mono<T> send(R request) {
         return Mono.create(sink -> {
-            unanswered.incrementAndGet();
             waiting.offer(new Pending<>(request, sink, System.nanoTime()));
             waitingCount.incrementAndGet();
             wake();
@@ -156,12 +133,6 @@ final class ScriptBatcher<R, T> {
 
     /** Drains now, or at the end of the calling event loop's turn. */
     private void wake() {
-        if (unanswered.get() == 1) {
-            // The only request of its store not answered (one at a time): no other request can join it, since any
-            // that a turn makes after it finds this one unanswered. Deferring it would cost a task and gain nothing.
-            drain();
-            return;
-        }
         EventExecutor executor = ThreadExecutorMap.currentExecutor();
         if (executor instanceof EventLoop loop && loop.inEventLoop()) {
             EndOfTurn turn = END_OF_TURN.get();
@@ -225,7 +196,6 @@ final class ScriptBatcher<R, T> {
             while (batch.size() < size && (next = waiting.poll()) != null) {
                 waitingCount.decrementAndGet();
                 if (now - next.queuedAt > timeoutNanos) {
-                    unanswered.decrementAndGet();
                     next.sink.error(classify.apply(new RedisErrors.WaitedTooLongException(commandTimeout),
                             next.request));
                 } else {
@@ -246,11 +216,10 @@ final class ScriptBatcher<R, T> {
 
     /** Each request of the batch in a call of its own; the batch counts as one call in flight until all answer. */
     private void sendAlone(List<Pending<R, T>> batch) {
-        AtomicInteger calls = new AtomicInteger(batch.size());
+        AtomicInteger unanswered = new AtomicInteger(batch.size());
         for (Pending<R, T> pending : batch) {
             call(() -> one.apply(pending.request), (value, error) -> {
                 try {
-                    this.unanswered.decrementAndGet(); // before the reply, whose callback may make the next request
                     if (error != null) {
                         pending.sink.error(error);
                     } else if (value != null) {
@@ -259,7 +228,7 @@ final class ScriptBatcher<R, T> {
                         pending.sink.success();
                     }
                 } finally {
-                    if (calls.decrementAndGet() == 0) {
+                    if (unanswered.decrementAndGet() == 0) {
                         finished();
                     }
                 }
@@ -331,7 +300,6 @@ final class ScriptBatcher<R, T> {
             Pending<R, T> pending = batch.get(i);
             Reply<T> reply = replies.get(i);
             try {
-                unanswered.decrementAndGet();
                 if (reply.error() != null) {
                     pending.sink.error(classify.apply(reply.error(), pending.request));
                 } else {
@@ -349,7 +317,6 @@ final class ScriptBatcher<R, T> {
         Throwable thrown = null;
         for (Pending<R, T> pending : batch) {
             try {
-                unanswered.decrementAndGet();
                 pending.sink.error(classify.apply(error, pending.request));
             } catch (Throwable e) {
                 thrown = first(thrown, e);
