@@ -23,8 +23,11 @@ import reactor.core.publisher.Mono;
  */
 final class MultiRowUpdate {
 
-    /** The most items one call takes: PostgreSQL binds at most 65,535 values in one statement. */
+    /** The most items one call takes. */
     static final int MAX_ITEMS = 1000;
+
+    /** The most values one call binds: PostgreSQL binds at most 65,535 values in one statement. */
+    static final int MAX_BINDS = 65_535;
 
     private static final String ROWS = "fenced_rows";
 
@@ -75,8 +78,16 @@ final class MultiRowUpdate {
                     + items.size());
         }
         FencedWrite first = items.get(0).write();
+        int binds = items.size() * width(first);
+        if (binds > MAX_BINDS) {
+            return new IllegalArgumentException("A multi-row fenced write of " + first.table() + " binds " + width(first)
+                    + " values a row, " + binds + " for " + items.size() + " items: at most " + MAX_BINDS + " values "
+                    + "(PostgreSQL's limit), so at most " + MAX_BINDS / width(first) + " items of this shape");
+        }
         String shape = first.shape("UPDATE", dialect);
         Set<List<@Nullable Object>> keys = new HashSet<>();
+        List<String> columns = first.columnNames();
+        @Nullable Class<?>[] classes = new Class<?>[columns.size()];
         for (FencedWrite.Item item : items) {
             FencedWrite write = item.write();
             if (write.checksLease()) {
@@ -90,12 +101,47 @@ final class MultiRowUpdate {
                 return new IllegalArgumentException("The items of a multi-row fenced write must have one shape (table, "
                         + "key and value columns in order, fencing columns, rule): " + write + " differs from " + first);
             }
+            List<Sql.Param> params = write.columnParams();
+            for (int c = 0; c < classes.length; c++) {
+                Class<?> bound = boundClass(params.get(c));
+                Class<?> seen = classes[c];
+                if (seen == null) {
+                    classes[c] = bound;
+                } else if (bound != null && bound != seen) {
+                    return new IllegalArgumentException("The items of a multi-row fenced write of " + write.table()
+                            + " bind column " + columns.get(c) + " as " + seen.getName() + " and as " + bound.getName()
+                            + ": give every item's value of one column one class (PostgreSQL's VALUES would convert "
+                            + "them to one type)");
+                }
+            }
             if (!keys.add(write.keyValues())) {
                 return new IllegalArgumentException("Two items of a multi-row fenced write have the key "
                         + write.keyColumns() + " = " + write.keyValues() + ": write each row once");
             }
         }
+        for (int c = 0; c < classes.length; c++) {
+            if (classes[c] == null) {
+                return new IllegalArgumentException("Column " + columns.get(c) + " of a multi-row fenced write of "
+                        + first.table() + " is NULL of type Object in every item, which gives PostgreSQL's VALUES no "
+                        + "type: name the column's Java type in setNull(column, type)");
+            }
+        }
         return null;
+    }
+
+    /** The class a value binds as: its own, or a {@code NULL}'s named type; {@code null} for an untyped {@code NULL}. */
+    private static @Nullable Class<?> boundClass(Sql.Param param) {
+        Object value = param.value();
+        if (value != null) {
+            return value.getClass();
+        }
+        Class<?> type = param.nullType();
+        return type == null || type == Object.class ? null : type;
+    }
+
+    /** The values one row binds: its ordinal, keys, set values, token and (if stored) owner. */
+    private static int width(FencedWrite spec) {
+        return 1 + spec.keyColumns().size() + spec.valueColumns().size() + (spec.ownerColumn() == null ? 1 : 2);
     }
 
     /** MariaDB/MySQL: each item's single-row guarded update, in turn. */
@@ -160,7 +206,7 @@ final class MultiRowUpdate {
         List<String> keys = spec.keyColumns();
         List<String> values = spec.valueColumns();
         String owner = spec.ownerColumn();
-        int width = 1 + keys.size() + values.size() + (owner == null ? 1 : 2);
+        int width = width(spec);
         String table = dialect.quote(spec.table());
         Sql.Builder sql = new Sql.Builder(dialect).append("UPDATE ").append(table).append(" SET ");
         for (int v = 0; v < values.size(); v++) {

@@ -694,4 +694,76 @@ abstract class FencedWriteContract {
         }
         assertThat(row(3)).containsExactly("PAID", 3L, 5L, "a");
     }
+
+    @Test
+    void updateAllOnAFactoryIsOneTransactionSoALaterRowsErrorLeavesTheEarlierRowsUnwritten() {
+        rows(1);
+        // Row 42's NULL status fails NOT NULL after row 1 was written (on MariaDB in a statement of its own).
+        List<FencedWrite.Item> items = List.of(new FencedWrite.Item(invoice(1, "PAID", 10), new TestLease("invoice:1", 5, "a")),
+                new FencedWrite.Item(FencedWrite.into(table).key("id", 42L).setNull("status", String.class).set("amount", 2L),
+                        new TestLease("invoice:42", 5, "a")));
+        StepVerifier.create(FencedWrite.updateAll(db.connections, items))
+                .verifyErrorSatisfies(e -> assertThat(e).isInstanceOf(io.r2dbc.spi.R2dbcException.class));
+        assertThat(row(1)).containsExactly("OPEN", 0L, null, null);
+        assertThat(row(42)).containsExactly("OPEN", 0L, null, null);
+    }
+
+    @Test
+    void updateAllRefusesOneRowUnderNumericKeysOfOneValueBeforeAnySql() {
+        String numeric = TestDatabase.uniqueName("numeric_keys");
+        db.execute("CREATE TABLE " + numeric + " (id numeric(10, 2) PRIMARY KEY, v bigint, fencing_token bigint, "
+                + "fencing_owner text)");
+        try {
+            db.execute("INSERT INTO " + numeric + " (id, v) VALUES (1, 0)");
+            TestLease lease = new TestLease("n:1", 5, "a");
+            StepVerifier.create(FencedWrite.updateAll(db.connections, List.of(
+                            new FencedWrite.Item(FencedWrite.into(numeric).key("id", new java.math.BigDecimal("1")).set("v", 7L), lease),
+                            new FencedWrite.Item(FencedWrite.into(numeric).key("id", new java.math.BigDecimal("1.0")).set("v", 8L),
+                                    lease))))
+                    .verifyErrorSatisfies(e -> assertThat(e).isExactlyInstanceOf(IllegalArgumentException.class)
+                            .hasMessage("Two items of a multi-row fenced write have the key [id] = [1]: write each row once"));
+            assertThat(db.query("SELECT v, fencing_token FROM " + numeric)).containsExactly(java.util.Arrays.asList(0L, null));
+        } finally {
+            db.execute("DROP TABLE " + numeric);
+        }
+    }
+
+    @Test
+    void updateAllRefusesOneColumnOfTwoClassesAndAnUntypedNullColumnBeforeAnySql() {
+        rows(1);
+        TestLease one = new TestLease("invoice:1", 5, "a");
+        TestLease other = new TestLease("invoice:42", 5, "a");
+        // A Long and a Double in one column: PostgreSQL's VALUES would store both as double precision.
+        StepVerifier.create(FencedWrite.updateAll(db.connections, List.of(
+                        new FencedWrite.Item(FencedWrite.into(table).key("id", 1L).set("amount", 9007199254740993L), one),
+                        new FencedWrite.Item(FencedWrite.into(table).key("id", 42L).set("amount", 1.0d), other))))
+                .verifyErrorSatisfies(e -> assertThat(e).isExactlyInstanceOf(IllegalArgumentException.class)
+                        .hasMessage("The items of a multi-row fenced write of " + table + " bind column amount as "
+                                + "java.lang.Long and as java.lang.Double: give every item's value of one column one "
+                                + "class (PostgreSQL's VALUES would convert them to one type)"));
+        StepVerifier.create(FencedWrite.updateAll(db.connections, List.of(
+                        new FencedWrite.Item(FencedWrite.into(table).key("id", 1L).setNull("fencing_note", Object.class), one),
+                        new FencedWrite.Item(FencedWrite.into(table).key("id", 42L).setNull("fencing_note", Object.class), other))))
+                .verifyErrorSatisfies(e -> assertThat(e).isExactlyInstanceOf(IllegalArgumentException.class)
+                        .hasMessage("Column fencing_note of a multi-row fenced write of " + table + " is NULL of type "
+                                + "Object in every item, which gives PostgreSQL's VALUES no type: name the column's "
+                                + "Java type in setNull(column, type)"));
+        assertThat(row(1)).containsExactly("OPEN", 0L, null, null);
+    }
+
+    @Test
+    void updateAllRefusesMoreBoundValuesThanPostgresqlTakesBeforeAnySql() {
+        List<FencedWrite.Item> items = new java.util.ArrayList<>();
+        for (long id = 0; id < 1000; id++) {
+            FencedWrite write = FencedWrite.into(table).key("id", id);
+            for (int c = 0; c < 70; c++) {
+                write = write.set("c" + c, id);
+            }
+            items.add(new FencedWrite.Item(write, new TestLease("invoice:" + id, 5, "a")));
+        }
+        StepVerifier.create(FencedWrite.updateAll(db.connections, items))
+                .verifyErrorSatisfies(e -> assertThat(e).isExactlyInstanceOf(IllegalArgumentException.class)
+                        .hasMessage("A multi-row fenced write of " + table + " binds 74 values a row, 74000 for 1000 "
+                                + "items: at most 65535 values (PostgreSQL's limit), so at most 885 items of this shape"));
+    }
 }
