@@ -263,9 +263,11 @@ public final class FencedWrite {
      * token and owner with this spec's rule and reports the rows it wrote; on MariaDB/MySQL, whose {@code UPDATE}
      * has no {@code RETURNING}, one guarded {@code UPDATE} per item, one after the other on the connection (the
      * single-row write's statements exactly). Each item is decided as {@link #update(Connection, FencedLease)}
-     * decides one row: an item the statement did not write is explained by that item's own reads (stored token,
-     * missing row, the same lease writing the same values, a row changed since the statement), so its refusal is
-     * the single-row write's error, and a stale item tells its lease ({@link FencedLease#reportRejectedWrite}).
+     * decides one row: on PostgreSQL the items the statement did not write are read with one locking read of their
+     * rows, and at {@code READ COMMITTED} a row whose token the rule refuses is that item's refusal; every other one
+     * (missing row, a row the rule accepts, a snapshot isolation level) is explained by that item's own reads as the
+     * single-row write explains it; so a refusal is the single-row write's error, and a stale item tells its lease
+     * ({@link FencedLease#reportRejectedWrite}).
      * A refusal is reported for its item, never as an error of the batch: the other rows are written.
      *
      * <p>Every item's spec must have the same shape: the same table, key and value columns (in the same order),
@@ -417,6 +419,23 @@ public final class FencedWrite {
     Mono<Long> explainUnwritten(Connection connection, SqlDialect dialect, FencedLease lease) {
         return explainRejection(connection, dialect, lease, guardedUpdate(connection, dialect, lease), false, true)
                 .onErrorMap(e -> SqlErrors.conflict(e, lease.name(), target()));
+    }
+
+    /** The key values, bound as the single-row write binds them. */
+    List<Sql.Param> keyParamsOfRow() {
+        return keyParams();
+    }
+
+    /**
+     * The refusal of this row that a locking read at {@code READ COMMITTED} showed holding {@code token} and
+     * {@code owner}, as the single-row write's explanation decides it (the lease is told), or {@code null} when the
+     * rule accepts them or no token is stored: then only this row's own explanation decides.
+     */
+    @Nullable RuntimeException refusalOf(@Nullable Long token, @Nullable String owner, FencedLease lease) {
+        if (token == null || rule.accepts(token, owner, lease.token(), lease.ownerId())) {
+            return null;
+        }
+        return (RuntimeException) rejection(lease, new Statements.Stored(token, owner, null));
     }
 
     /** The checks the single-row write makes before any SQL: a lease that is not held, or of another lock. */

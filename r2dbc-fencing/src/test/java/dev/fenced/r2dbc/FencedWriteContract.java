@@ -665,12 +665,9 @@ abstract class FencedWriteContract {
         assertThat(row(42)).containsExactly("VOID", 0L, 200L, "new");
     }
 
-    @Test
-    void updateAllOfFreshRowsIsOneStatementOnPostgresqlAndOnePerRowOnMariaDb() {
-        rows(1, 2, 3);
-        Connection real = Mono.from(db.connections.create()).block(BOUND);
-        java.util.concurrent.atomic.AtomicInteger statements = new java.util.concurrent.atomic.AtomicInteger();
-        Connection counting = (Connection) java.lang.reflect.Proxy.newProxyInstance(getClass().getClassLoader(),
+    /** {@code real}, counting the statements created on it into {@code statements}. */
+    private Connection counting(Connection real, java.util.concurrent.atomic.AtomicInteger statements) {
+        return (Connection) java.lang.reflect.Proxy.newProxyInstance(getClass().getClassLoader(),
                 new Class<?>[] {Connection.class}, (proxy, method, args) -> {
                     if (method.getName().equals("createStatement")) {
                         statements.incrementAndGet();
@@ -681,6 +678,14 @@ abstract class FencedWriteContract {
                         throw e.getCause();
                     }
                 });
+    }
+
+    @Test
+    void updateAllOfFreshRowsIsOneStatementOnPostgresqlAndOnePerRowOnMariaDb() {
+        rows(1, 2, 3);
+        Connection real = Mono.from(db.connections.create()).block(BOUND);
+        java.util.concurrent.atomic.AtomicInteger statements = new java.util.concurrent.atomic.AtomicInteger();
+        Connection counting = counting(real, statements);
         try {
             List<FencedWrite.Item> items = LongStream.rangeClosed(1, 3)
                     .mapToObj(id -> new FencedWrite.Item(invoice(id, "PAID", id), new TestLease("invoice:" + id, 5, "a")))
@@ -765,5 +770,42 @@ abstract class FencedWriteContract {
                 .verifyErrorSatisfies(e -> assertThat(e).isExactlyInstanceOf(IllegalArgumentException.class)
                         .hasMessage("A multi-row fenced write of " + table + " binds 74 values a row, 74000 for 1000 "
                                 + "items: at most 65535 values (PostgreSQL's limit), so at most 885 items of this shape"));
+    }
+
+    @Test
+    void updateAllExplainsItsStaleRowsWithOneReadOnPostgresqlAndOneReadEachOnMariaDb() {
+        rows(1, 2, 3);
+        for (long id = 1; id <= 3; id++) {
+            StepVerifier.create(invoice(id, "NEWER", 9).update(db.connections, new TestLease("invoice:" + id, 9, "b")))
+                    .expectNext(1L).verifyComplete();
+        }
+        Connection real = Mono.from(db.connections.create()).block(BOUND);
+        java.util.concurrent.atomic.AtomicInteger statements = new java.util.concurrent.atomic.AtomicInteger();
+        try {
+            List<TestLease> stale = LongStream.rangeClosed(1, 3).mapToObj(id -> new TestLease("invoice:" + id, 5, "a")).toList();
+            List<FencedWrite.Item> items = new java.util.ArrayList<>();
+            for (int i = 0; i < 3; i++) {
+                items.add(new FencedWrite.Item(invoice(i + 1, "PAID", 1), stale.get(i)));
+            }
+            items.add(new FencedWrite.Item(invoice(42, "PAID", 42), new TestLease("invoice:42", 5, "a")));
+            StepVerifier.create(FencedWrite.updateAll(counting(real, statements), items))
+                    .assertNext(outcomes -> {
+                        assertThat(outcomes).extracting(FencedWrite.ItemOutcome::written).containsExactly(false, false, false, true);
+                        for (int i = 0; i < 3; i++) {
+                            assertThat(outcomes.get(i).refusal()).isExactlyInstanceOf(StaleFencingTokenException.class)
+                                    .hasMessage("Write to " + table + " (id = " + (i + 1) + ") with fencing token 5 of lock "
+                                            + "'invoice:" + (i + 1) + "' was rejected: storage holds token 9");
+                        }
+                    })
+                    .verifyComplete();
+            assertThat(stale).allSatisfy(lease -> assertThat(lease.reportedNewerToken).as("each stale lease is told").hasValue(9));
+            // PostgreSQL: the statement and one locking read of the three refused rows; MariaDB: per item its update,
+            // and per refused item its plain read.
+            assertThat(statements).hasValue(db.mariaDb ? 7 : 2);
+        } finally {
+            Mono.from(real.close()).block(BOUND);
+        }
+        assertThat(row(1)).containsExactly("NEWER", 9L, 9L, "b");
+        assertThat(row(42)).containsExactly("PAID", 42L, 5L, "a");
     }
 }
