@@ -244,9 +244,10 @@ public final class Benchmarks {
             db.clearTokens();
             List<StorageWorkloads.Writes> batches = inTurns(mode, List.of(round -> storage.unlockedBatch(mode.batchItems, round),
                     round -> storage.lockedBatch(locks.client(), mode.batchItems, round),
-                    round -> storage.batchApi(locks.client(), mode.batchItems, round)));
+                    round -> storage.batchApi(locks.client(), mode.batchItems, round),
+                    round -> storage.unlockedMultiRow(mode.batchItems, round)));
             return new Report.Storage(db.version() + " at " + db.server, updates.get(0), updates.get(1), batches.get(0),
-                    batches.get(1), batches.get(2));
+                    batches.get(1), batches.get(2), batches.get(3));
         }
     }
 

@@ -109,12 +109,8 @@ final class StorageWorkloads {
      */
     Writes batchApi(FencedLockClient locks, int items, int round) {
         FencedWrite write = FencedWrite.into(db.table);
-        Latencies latencies = new Latencies(items);
-        long start = System.nanoTime();
-        Flux.range(0, items)
-                .buffer(BATCH)
-                .flatMap(chunk -> Mono.defer(() -> {
-                    long t0 = System.nanoTime();
+        return pages("batch API: one acquire call + one fenced multi-row write + one release call, " + BATCH
+                + " items a batch, " + CONCURRENCY / BATCH + " batches in flight", items, chunk -> {
                     List<String> names = chunk.stream().map(i -> "account-" + (i % rows)).toList();
                     return locks.tryAcquireAll(names).flatMap(batch -> {
                         if (!batch.busy().isEmpty()) {
@@ -137,12 +133,57 @@ final class StorageWorkloads {
                                     }
                                     return Mono.<Void>empty();
                                 })));
-                    }).doOnSuccess(v -> chunk.forEach(i -> latencies.record(System.nanoTime() - t0)));
+                    });
+                });
+    }
+
+    /**
+     * The batch without locks in the batch API's pages: per page one plain multi-row
+     * {@code UPDATE … SET balance = v.balance FROM (VALUES …) AS v (id, balance) WHERE id = v.id} in auto-commit,
+     * {@link #BATCH} rows a page, two pages in flight; the baseline that shares the batch API's statement shape, so
+     * their ratio is the cost of the locks and the fencing alone.
+     *
+     * @param items how many items
+     * @param round distinguishes rounds
+     * @return the measurement
+     */
+    Writes unlockedMultiRow(int items, int round) {
+        return pages("batch without locks, one multi-row UPDATE a page, " + BATCH + " items a page, " + CONCURRENCY / BATCH
+                + " pages in flight", items, chunk -> {
+                    StringBuilder sql = new StringBuilder("UPDATE " + db.table + " SET balance = v.balance FROM (VALUES ");
+                    for (int r = 0; r < chunk.size(); r++) {
+                        sql.append(r == 0 ? "" : ", ").append("($").append(2 * r + 1).append("::bigint, $").append(2 * r + 2)
+                                .append("::bigint)");
+                    }
+                    sql.append(") AS v (id, balance) WHERE " + db.table + ".id = v.id");
+                    return Mono.usingWhen(db.connections.create(), (Connection c) -> {
+                                io.r2dbc.spi.Statement statement = c.createStatement(sql.toString());
+                                for (int r = 0; r < chunk.size(); r++) {
+                                    statement.bind(2 * r, (long) (chunk.get(r) % rows)).bind(2 * r + 1, (long) round);
+                                }
+                                return Flux.from(statement.execute()).flatMap(Result::getRowsUpdated).reduce(0L, Long::sum);
+                            }, Connection::close)
+                            .flatMap(updated -> updated == chunk.size() ? Mono.<Void>empty()
+                                    : Mono.error(BenchmarkException.rowMissing(db.table, chunk.get(0) % rows)));
+                });
+    }
+
+    /**
+     * {@code items} in pages of {@link #BATCH}, {@link #CONCURRENCY} / {@link #BATCH} pages in flight, each page one
+     * run of {@code page}; every item's latency is its page's.
+     */
+    private static Writes pages(String kind, int items, java.util.function.Function<List<Integer>, Mono<Void>> page) {
+        Latencies latencies = new Latencies(items);
+        long start = System.nanoTime();
+        Flux.range(0, items)
+                .buffer(BATCH)
+                .flatMap(chunk -> Mono.defer(() -> {
+                    long t0 = System.nanoTime();
+                    return page.apply(chunk).doOnSuccess(v -> chunk.forEach(i -> latencies.record(System.nanoTime() - t0)));
                 }), CONCURRENCY / BATCH)
                 .blockLast(Duration.ofMinutes(10));
         double seconds = (System.nanoTime() - start) / 1e9;
-        return new Writes("batch API: one acquire call + one fenced multi-row write + one release call, " + BATCH
-                + " items a batch, " + CONCURRENCY / BATCH + " batches in flight", items, items / seconds, latencies.percentileMicros(50), latencies.percentileMicros(99));
+        return new Writes(kind, items, items / seconds, latencies.percentileMicros(50), latencies.percentileMicros(99));
     }
 
     private Mono<Void> plainUpdate(long id, long balance) {

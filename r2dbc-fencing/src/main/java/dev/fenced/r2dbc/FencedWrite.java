@@ -263,21 +263,38 @@ public final class FencedWrite {
      * token and owner with this spec's rule and reports the rows it wrote; on MariaDB/MySQL, whose {@code UPDATE}
      * has no {@code RETURNING}, one guarded {@code UPDATE} per item, one after the other on the connection (the
      * single-row write's statements exactly). Each item is decided as {@link #update(Connection, FencedLease)}
-     * decides one row: an item the statement did not write is explained by that item's own reads (stored token,
-     * missing row, the same lease writing the same values, a row changed since the statement), so its refusal is
-     * the single-row write's error, and a stale item tells its lease ({@link FencedLease#reportRejectedWrite}).
+     * decides one row: on PostgreSQL the items the statement did not write are read with one locking read of their
+     * rows, and at {@code READ COMMITTED} a row whose token the rule refuses is that item's refusal; every other one
+     * (missing row, a row the rule accepts, a snapshot isolation level) is explained by that item's own reads as the
+     * single-row write explains it; so a refusal is the single-row write's error, and a stale item tells its lease
+     * ({@link FencedLease#reportRejectedWrite}).
      * A refusal is reported for its item, never as an error of the batch: the other rows are written.
      *
      * <p>Every item's spec must have the same shape: the same table, key and value columns (in the same order),
      * fencing columns and rule; none may {@link #checkLease check the lease}. Two items of one key are refused (the
-     * statement would write the row once, with either's values). Runs in whatever transaction the connection has;
-     * in auto-commit mode PostgreSQL's one statement commits all its rows at once. Observations of the specs are
-     * not made for a batch. Cold: subscribing sends the statement.
+     * statement would write the row once, with either's values; numeric keys are compared by value, so
+     * {@code BigDecimal} 1 and 1.0 are one key); a key that the database alone finds equal to another item's (a
+     * case-insensitive collation, say) fails the batch with {@link IllegalArgumentException} after the statement,
+     * instead of reporting as written an item whose values the row does not hold. The values of one column must be
+     * of one Java class in every item ({@code Long} beside {@code Double} would make PostgreSQL's {@code VALUES}
+     * convert both to one type, changing the stored value), and a column that is {@code NULL} in every item needs a
+     * type other than {@code Object} ({@link #setNull(String, Class)}); both are checked on every dialect, so that a
+     * batch valid on one database is valid on the other. A batch binds at most 65,535 values (PostgreSQL's limit):
+     * items × (1 + key columns + value columns + fencing columns).
+     *
+     * <p>Runs in whatever transaction the connection has, which the caller owns. In auto-commit mode each statement
+     * commits on its own, so an error of the batch (an SQL error of a later row, a conflict while explaining an
+     * unwritten item) may come after rows were written and committed: on MariaDB/MySQL the items before the
+     * failing one; on PostgreSQL every row of the multi-row statement, when an explanation fails after it. The
+     * error does not say which; run the batch in a transaction (or use
+     * {@link #updateAll(ConnectionFactory, List)}, which does) when an error must mean nothing was written.
+     * Observations of the specs are not made for a batch. Cold: subscribing sends the statement.
      *
      * @param connection the connection
      * @param items the rows to write, each with its lease: at least one, at most 1,000
      * @return one outcome per item, in the order of {@code items}; fails with {@link IllegalArgumentException} before
-     *     any SQL for items of different shapes, two items of one key, or too many items, and with
+     *     any SQL for items of different shapes, two items of one key, one column of different classes, a column
+     *     {@code NULL} of type {@code Object} in every item, too many items or too many bound values, and with
      *     {@link FencedWriteConflictException} (and SQL errors) when the database could not run the statement
      */
     public static Mono<List<ItemOutcome>> updateAll(Connection connection, List<Item> items) {
@@ -285,16 +302,18 @@ public final class FencedWrite {
     }
 
     /**
-     * As {@link #updateAll(Connection, List)}, on a connection of {@code connectionFactory}: the connection of the
-     * subscriber's Spring transaction on that factory when there is one, else a new connection in auto-commit mode,
-     * closed afterwards.
+     * As {@link #updateAll(Connection, List)}, in one transaction on a connection of {@code connectionFactory}: the
+     * subscriber's Spring transaction on that factory when there is one (whose owner commits, or rolls back on the
+     * batch's error), else a transaction of its own on a new connection, begun before the first statement, committed
+     * when every item is decided and rolled back on error or cancellation, so that an error of the batch means none
+     * of its rows was written. Refused items do not roll the batch back: they are outcomes, not errors.
      *
      * @param connectionFactory the connection factory, pooled or not
      * @param items the rows to write, each with its lease
      * @return one outcome per item, in the order of {@code items}
      */
     public static Mono<List<ItemOutcome>> updateAll(ConnectionFactory connectionFactory, List<Item> items) {
-        return Connections.withOne(connectionFactory, c -> updateAll(c, items));
+        return Connections.inTransaction(connectionFactory, c -> updateAll(c, items)).singleOrEmpty();
     }
 
     /**
@@ -370,9 +389,26 @@ public final class FencedWrite {
         return insertParams(lease);
     }
 
-    /** The key values, to tell two items of one row apart. */
+    /** The key values, to tell two items of one row apart: numbers of one class by value ({@code BigDecimal} 1 = 1.0). */
     List<@Nullable Object> keyValues() {
-        return keys.stream().map(Column::value).toList();
+        return keys.stream().map(c -> c.value() instanceof java.math.BigDecimal d ? d.stripTrailingZeros() : c.value())
+                .toList();
+    }
+
+    /** The key then the value columns, by name, in the order of {@link #columnParams()}. */
+    List<String> columnNames() {
+        List<String> names = new ArrayList<>(keys.size() + values.size());
+        keys.forEach(c -> names.add(c.name()));
+        values.forEach(c -> names.add(c.name()));
+        return names;
+    }
+
+    /** What the key then the value columns bind. */
+    List<Sql.Param> columnParams() {
+        List<Sql.Param> params = new ArrayList<>(keys.size() + values.size());
+        keys.forEach(c -> params.add(c.param()));
+        values.forEach(c -> params.add(c.param()));
+        return params;
     }
 
     /**
@@ -381,8 +417,25 @@ public final class FencedWrite {
      * when the explanation finds it written after all.
      */
     Mono<Long> explainUnwritten(Connection connection, SqlDialect dialect, FencedLease lease) {
-        return explainRejection(connection, dialect, lease, guardedUpdate(connection, dialect, lease), false)
+        return explainRejection(connection, dialect, lease, guardedUpdate(connection, dialect, lease), false, true)
                 .onErrorMap(e -> SqlErrors.conflict(e, lease.name(), target()));
+    }
+
+    /** The key values, bound as the single-row write binds them. */
+    List<Sql.Param> keyParamsOfRow() {
+        return keyParams();
+    }
+
+    /**
+     * The refusal of this row that a locking read at {@code READ COMMITTED} showed holding {@code token} and
+     * {@code owner}, as the single-row write's explanation decides it (the lease is told), or {@code null} when the
+     * rule accepts them or no token is stored: then only this row's own explanation decides.
+     */
+    @Nullable RuntimeException refusalOf(@Nullable Long token, @Nullable String owner, FencedLease lease) {
+        if (token == null || rule.accepts(token, owner, lease.token(), lease.ownerId())) {
+            return null;
+        }
+        return (RuntimeException) rejection(lease, new Statements.Stored(token, owner, null));
     }
 
     /** The checks the single-row write makes before any SQL: a lease that is not held, or of another lock. */
@@ -590,7 +643,8 @@ public final class FencedWrite {
         return Mono.defer(() -> Statements.rowsUpdated(sql.bind(connection.createStatement(sql.text()), params),
                         schemaDescription(dialect)))
                 .flatMap(rows -> rows > 0 ? Mono.just(rows) : explainRejection(connection, dialect, lease,
-                        again ? guarded(connection, dialect, lease, sql, params, false, locksLatest) : null, locksLatest));
+                        again ? guarded(connection, dialect, lease, sql, params, false, locksLatest) : null, locksLatest,
+                        false));
     }
 
     private Mono<Long> insert(Connection connection, SqlDialect dialect, FencedLease lease) {
@@ -616,18 +670,20 @@ public final class FencedWrite {
      * @param again the guarded statement, to decide once more when the row now holds what the rule accepts (it
      *     changed after the statement); {@code null} when that was the second time
      * @param locksLatest whether the statement judged the latest version of the row (PostgreSQL's guarded upsert)
+     * @param ofBatch whether the statement was {@link #updateAll}'s, which counts the rows it matched: a row that now
+     *     holds this lease's token was written by another item of the batch, not found holding these very values
      */
     private Mono<Long> explainRejection(Connection connection, SqlDialect dialect, FencedLease lease, @Nullable Mono<Long> again,
-            boolean locksLatest) {
+            boolean locksLatest, boolean ofBatch) {
         if (!dialect.explainsWithPlainReadFirst()) {
-            return explainWithLockingRead(connection, dialect, lease, again, !locksLatest);
+            return explainWithLockingRead(connection, dialect, lease, again, !locksLatest, ofBatch);
         }
         Sql plain = selectStoredSql(dialect, false);
         return Statements.stored(plain.bind(connection.createStatement(plain.text()), keyParams()), schemaDescription(dialect))
                 .filter(stored -> stored.token() != null
                         && !rule.accepts(stored.token(), stored.owner(), lease.token(), lease.ownerId()))
                 .flatMap(stored -> Mono.<Long>error(rejection(lease, stored)))
-                .switchIfEmpty(Mono.defer(() -> explainWithLockingRead(connection, dialect, lease, again, false)));
+                .switchIfEmpty(Mono.defer(() -> explainWithLockingRead(connection, dialect, lease, again, false, ofBatch)));
     }
 
     private Throwable rejection(FencedLease lease, Statements.Stored stored) {
@@ -638,11 +694,20 @@ public final class FencedWrite {
 
     /** {@link #explainRejection}, once the plain read contradicted the refusal: the row as committed now decides. */
     private Mono<Long> explainWithLockingRead(Connection connection, SqlDialect dialect, FencedLease lease,
-            @Nullable Mono<Long> again, boolean mayReadSnapshot) {
+            @Nullable Mono<Long> again, boolean mayReadSnapshot, boolean ofBatch) {
         Sql select = selectStoredSql(dialect, true);
         return Statements.stored(select.bind(connection.createStatement(select.text()), keyParams()), schemaDescription(dialect))
                 .flatMap(stored -> {
                     Long token = stored.token();
+                    if (ofBatch && token != null && token == lease.token()
+                            && rule.accepts(token, stored.owner(), lease.token(), lease.ownerId())) {
+                        // The batch's statement reports each row it matched, and did not report this item, yet the row
+                        // holds its token: another item named this row under a key the database finds equal.
+                        return Mono.<Long>error(new IllegalArgumentException("An item of a multi-row fenced write of "
+                                + target() + " was not written by the statement, yet the row holds its token " + token
+                                + ": another item names the same row under a key the database finds equal; write each "
+                                + "row once"));
+                    }
                     if (token != null && token == lease.token() && rule == FencingRule.SAME_LEASE_OR_NEWER
                             && lease.ownerId().equals(stored.owner())) {
                         // Accepted, but the row held these very values: a driver that counts changed rows (not

@@ -665,12 +665,9 @@ abstract class FencedWriteContract {
         assertThat(row(42)).containsExactly("VOID", 0L, 200L, "new");
     }
 
-    @Test
-    void updateAllOfFreshRowsIsOneStatementOnPostgresqlAndOnePerRowOnMariaDb() {
-        rows(1, 2, 3);
-        Connection real = Mono.from(db.connections.create()).block(BOUND);
-        java.util.concurrent.atomic.AtomicInteger statements = new java.util.concurrent.atomic.AtomicInteger();
-        Connection counting = (Connection) java.lang.reflect.Proxy.newProxyInstance(getClass().getClassLoader(),
+    /** {@code real}, counting the statements created on it into {@code statements}. */
+    private Connection counting(Connection real, java.util.concurrent.atomic.AtomicInteger statements) {
+        return (Connection) java.lang.reflect.Proxy.newProxyInstance(getClass().getClassLoader(),
                 new Class<?>[] {Connection.class}, (proxy, method, args) -> {
                     if (method.getName().equals("createStatement")) {
                         statements.incrementAndGet();
@@ -681,6 +678,14 @@ abstract class FencedWriteContract {
                         throw e.getCause();
                     }
                 });
+    }
+
+    @Test
+    void updateAllOfFreshRowsIsOneStatementOnPostgresqlAndOnePerRowOnMariaDb() {
+        rows(1, 2, 3);
+        Connection real = Mono.from(db.connections.create()).block(BOUND);
+        java.util.concurrent.atomic.AtomicInteger statements = new java.util.concurrent.atomic.AtomicInteger();
+        Connection counting = counting(real, statements);
         try {
             List<FencedWrite.Item> items = LongStream.rangeClosed(1, 3)
                     .mapToObj(id -> new FencedWrite.Item(invoice(id, "PAID", id), new TestLease("invoice:" + id, 5, "a")))
@@ -693,5 +698,114 @@ abstract class FencedWriteContract {
             Mono.from(real.close()).block(BOUND);
         }
         assertThat(row(3)).containsExactly("PAID", 3L, 5L, "a");
+    }
+
+    @Test
+    void updateAllOnAFactoryIsOneTransactionSoALaterRowsErrorLeavesTheEarlierRowsUnwritten() {
+        rows(1);
+        // Row 42's NULL status fails NOT NULL after row 1 was written (on MariaDB in a statement of its own).
+        List<FencedWrite.Item> items = List.of(new FencedWrite.Item(invoice(1, "PAID", 10), new TestLease("invoice:1", 5, "a")),
+                new FencedWrite.Item(FencedWrite.into(table).key("id", 42L).setNull("status", String.class).set("amount", 2L),
+                        new TestLease("invoice:42", 5, "a")));
+        StepVerifier.create(FencedWrite.updateAll(db.connections, items))
+                .verifyErrorSatisfies(e -> assertThat(e).isInstanceOf(io.r2dbc.spi.R2dbcException.class));
+        assertThat(row(1)).containsExactly("OPEN", 0L, null, null);
+        assertThat(row(42)).containsExactly("OPEN", 0L, null, null);
+    }
+
+    @Test
+    void updateAllRefusesOneRowUnderNumericKeysOfOneValueBeforeAnySql() {
+        String numeric = TestDatabase.uniqueName("numeric_keys");
+        db.execute("CREATE TABLE " + numeric + " (id numeric(10, 2) PRIMARY KEY, v bigint, fencing_token bigint, "
+                + "fencing_owner text)");
+        try {
+            db.execute("INSERT INTO " + numeric + " (id, v) VALUES (1, 0)");
+            TestLease lease = new TestLease("n:1", 5, "a");
+            StepVerifier.create(FencedWrite.updateAll(db.connections, List.of(
+                            new FencedWrite.Item(FencedWrite.into(numeric).key("id", new java.math.BigDecimal("1")).set("v", 7L), lease),
+                            new FencedWrite.Item(FencedWrite.into(numeric).key("id", new java.math.BigDecimal("1.0")).set("v", 8L),
+                                    lease))))
+                    .verifyErrorSatisfies(e -> assertThat(e).isExactlyInstanceOf(IllegalArgumentException.class)
+                            .hasMessage("Two items of a multi-row fenced write have the key [id] = [1]: write each row once"));
+            assertThat(db.query("SELECT v, fencing_token FROM " + numeric)).containsExactly(java.util.Arrays.asList(0L, null));
+        } finally {
+            db.execute("DROP TABLE " + numeric);
+        }
+    }
+
+    @Test
+    void updateAllRefusesOneColumnOfTwoClassesAndAnUntypedNullColumnBeforeAnySql() {
+        rows(1);
+        TestLease one = new TestLease("invoice:1", 5, "a");
+        TestLease other = new TestLease("invoice:42", 5, "a");
+        // A Long and a Double in one column: PostgreSQL's VALUES would store both as double precision.
+        StepVerifier.create(FencedWrite.updateAll(db.connections, List.of(
+                        new FencedWrite.Item(FencedWrite.into(table).key("id", 1L).set("amount", 9007199254740993L), one),
+                        new FencedWrite.Item(FencedWrite.into(table).key("id", 42L).set("amount", 1.0d), other))))
+                .verifyErrorSatisfies(e -> assertThat(e).isExactlyInstanceOf(IllegalArgumentException.class)
+                        .hasMessage("The items of a multi-row fenced write of " + table + " bind column amount as "
+                                + "java.lang.Long and as java.lang.Double: give every item's value of one column one "
+                                + "class (PostgreSQL's VALUES would convert them to one type)"));
+        StepVerifier.create(FencedWrite.updateAll(db.connections, List.of(
+                        new FencedWrite.Item(FencedWrite.into(table).key("id", 1L).setNull("fencing_note", Object.class), one),
+                        new FencedWrite.Item(FencedWrite.into(table).key("id", 42L).setNull("fencing_note", Object.class), other))))
+                .verifyErrorSatisfies(e -> assertThat(e).isExactlyInstanceOf(IllegalArgumentException.class)
+                        .hasMessage("Column fencing_note of a multi-row fenced write of " + table + " is NULL of type "
+                                + "Object in every item, which gives PostgreSQL's VALUES no type: name the column's "
+                                + "Java type in setNull(column, type)"));
+        assertThat(row(1)).containsExactly("OPEN", 0L, null, null);
+    }
+
+    @Test
+    void updateAllRefusesMoreBoundValuesThanPostgresqlTakesBeforeAnySql() {
+        List<FencedWrite.Item> items = new java.util.ArrayList<>();
+        for (long id = 0; id < 1000; id++) {
+            FencedWrite write = FencedWrite.into(table).key("id", id);
+            for (int c = 0; c < 70; c++) {
+                write = write.set("c" + c, id);
+            }
+            items.add(new FencedWrite.Item(write, new TestLease("invoice:" + id, 5, "a")));
+        }
+        StepVerifier.create(FencedWrite.updateAll(db.connections, items))
+                .verifyErrorSatisfies(e -> assertThat(e).isExactlyInstanceOf(IllegalArgumentException.class)
+                        .hasMessage("A multi-row fenced write of " + table + " binds 74 values a row, 74000 for 1000 "
+                                + "items: at most 65535 values (PostgreSQL's limit), so at most 885 items of this shape"));
+    }
+
+    @Test
+    void updateAllExplainsItsStaleRowsWithOneReadOnPostgresqlAndOneReadEachOnMariaDb() {
+        rows(1, 2, 3);
+        for (long id = 1; id <= 3; id++) {
+            StepVerifier.create(invoice(id, "NEWER", 9).update(db.connections, new TestLease("invoice:" + id, 9, "b")))
+                    .expectNext(1L).verifyComplete();
+        }
+        Connection real = Mono.from(db.connections.create()).block(BOUND);
+        java.util.concurrent.atomic.AtomicInteger statements = new java.util.concurrent.atomic.AtomicInteger();
+        try {
+            List<TestLease> stale = LongStream.rangeClosed(1, 3).mapToObj(id -> new TestLease("invoice:" + id, 5, "a")).toList();
+            List<FencedWrite.Item> items = new java.util.ArrayList<>();
+            for (int i = 0; i < 3; i++) {
+                items.add(new FencedWrite.Item(invoice(i + 1, "PAID", 1), stale.get(i)));
+            }
+            items.add(new FencedWrite.Item(invoice(42, "PAID", 42), new TestLease("invoice:42", 5, "a")));
+            StepVerifier.create(FencedWrite.updateAll(counting(real, statements), items))
+                    .assertNext(outcomes -> {
+                        assertThat(outcomes).extracting(FencedWrite.ItemOutcome::written).containsExactly(false, false, false, true);
+                        for (int i = 0; i < 3; i++) {
+                            assertThat(outcomes.get(i).refusal()).isExactlyInstanceOf(StaleFencingTokenException.class)
+                                    .hasMessage("Write to " + table + " (id = " + (i + 1) + ") with fencing token 5 of lock "
+                                            + "'invoice:" + (i + 1) + "' was rejected: storage holds token 9");
+                        }
+                    })
+                    .verifyComplete();
+            assertThat(stale).allSatisfy(lease -> assertThat(lease.reportedNewerToken).as("each stale lease is told").hasValue(9));
+            // PostgreSQL: the statement and one locking read of the three refused rows; MariaDB: per item its update,
+            // and per refused item its plain read.
+            assertThat(statements).hasValue(db.mariaDb ? 7 : 2);
+        } finally {
+            Mono.from(real.close()).block(BOUND);
+        }
+        assertThat(row(1)).containsExactly("NEWER", 9L, 9L, "b");
+        assertThat(row(42)).containsExactly("PAID", 42L, 5L, "a");
     }
 }

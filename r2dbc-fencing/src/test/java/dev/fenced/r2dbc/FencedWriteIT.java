@@ -9,6 +9,7 @@ import io.r2dbc.spi.Connection;
 import io.r2dbc.spi.IsolationLevel;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.EnumSource;
+import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.extension.ExtendWith;
 import reactor.core.publisher.Mono;
 import reactor.test.StepVerifier;
@@ -167,6 +168,29 @@ class FencedWriteIT extends FencedWriteContract {
             } finally {
                 TestDatabase.rollBackAndClose(transaction);
             }
+        }
+    }
+
+    @Test
+    void anItemWhoseRowAnotherItemWroteUnderAKeyTheDatabaseFindsEqualIsNotReportedWritten() {
+        String timed = TestDatabase.uniqueName("timed_rows");
+        db.execute("CREATE TABLE " + timed + " (at timestamptz PRIMARY KEY, v bigint, fencing_token bigint, fencing_owner text)");
+        try {
+            db.execute("INSERT INTO " + timed + " (at, v) VALUES ('2026-01-01T00:00:00Z', 0)");
+            // One instant at two offsets: two keys to Java, one row to PostgreSQL.
+            java.time.OffsetDateTime utc = java.time.OffsetDateTime.parse("2026-01-01T00:00:00Z");
+            java.time.OffsetDateTime paris = java.time.OffsetDateTime.parse("2026-01-01T01:00:00+01:00");
+            TestLease lease = new TestLease("t:1", 5, "a");
+            StepVerifier.create(FencedWrite.updateAll(db.connections, java.util.List.of(
+                            new FencedWrite.Item(FencedWrite.into(timed).key("at", utc).set("v", 7L), lease),
+                            new FencedWrite.Item(FencedWrite.into(timed).key("at", paris).set("v", 8L), lease))))
+                    .verifyErrorSatisfies(e -> assertThat(e).isExactlyInstanceOf(IllegalArgumentException.class)
+                            .hasMessageEndingWith("was not written by the statement, yet the row holds its token 5: another "
+                                    + "item names the same row under a key the database finds equal; write each row once"));
+            // The batch's own transaction rolled back: neither item's values are stored.
+            assertThat(db.query("SELECT v, fencing_token FROM " + timed)).containsExactly(java.util.Arrays.asList(0L, null));
+        } finally {
+            db.execute("DROP TABLE " + timed);
         }
     }
 }

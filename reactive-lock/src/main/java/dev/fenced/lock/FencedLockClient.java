@@ -146,7 +146,8 @@ public interface FencedLockClient extends AutoCloseable {
         java.util.List<String> ordered = (java.util.List<String>) checked;
         AcquireOptions once = options.withMaxWait(Duration.ZERO);
         return Mono.deferContextual(ctx -> {
-            IllegalStateException nested = dev.fenced.lock.internal.LeaseBatches.heldByScope(ctx, ordered);
+            IllegalStateException nested = dev.fenced.lock.internal.LeaseBatches.heldByScope(ctx, ordered,
+                    lease -> true);
             return nested != null ? Mono.error(nested)
                     : dev.fenced.lock.internal.LeaseBatches.collect(ordered, name -> acquire(name, once));
         });

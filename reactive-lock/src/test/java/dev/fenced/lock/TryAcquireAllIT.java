@@ -141,4 +141,22 @@ class TryAcquireAllIT {
         await("the granted locks released", () -> inspector.exists(prefix + "{ok:1}", prefix + "{ok:2}") == 0);
         assertThat(client.heldLeases()).isZero();
     }
+
+    @Test
+    void aNameHeldInScopeByAClientOfAnotherPrefixIsAnotherLockAndIsGranted() {
+        try (FencedLockClient elsewhere = FencedLockClient.builder().redisUri(redis.uri()).keyPrefix("elsewhere-" + prefix)
+                .build()) {
+            // As the single attempt: a lease of another prefix in the Context is a different lock, neither reused nor refused.
+            List<String> granted = elsewhere.withLease("x", outer -> client.tryAcquireAll(List.of("x", "y"))
+                            .flatMap(batch -> batch.releaseAll().thenReturn(batch.leases().stream().map(FencedLease::name).toList())))
+                    .blockLast(BOUND);
+            assertThat(granted).containsExactly("x", "y");
+            // The batch's own client, asked inside its own scope, still refuses the name.
+            org.assertj.core.api.Assertions.assertThatThrownBy(() -> client.withLease("x", outer -> client.tryAcquireAll(List.of("x")))
+                            .blockLast(BOUND))
+                    .isExactlyInstanceOf(IllegalStateException.class)
+                    .hasMessageStartingWith("Lock 'x' is already held by an enclosing scope");
+        }
+        assertThat(client.heldLeases()).isZero();
+    }
 }

@@ -11,6 +11,7 @@ import java.util.Queue;
 import java.util.Set;
 import java.util.concurrent.ConcurrentLinkedQueue;
 import java.util.function.Function;
+import java.util.function.Predicate;
 import org.jspecify.annotations.Nullable;
 import reactor.core.publisher.Flux;
 import reactor.core.publisher.Mono;
@@ -69,15 +70,19 @@ public final class LeaseBatches {
     /**
      * The error of a batch asked inside a scope that already holds one of its names, or {@code null}: a batch never
      * reuses an enclosing scope's lease (its release would end the scope's), and waiting on oneself is never the
-     * outcome.
+     * outcome. A scope's lease that {@code sameLock} says is of another lock (another client's: another key prefix or
+     * server) is no reason to refuse, as the single acquire does not reuse it either.
      *
      * @param context the subscriber's Context
      * @param names the names
+     * @param sameLock whether a lease of the Context is of the lock this client would take under its name
      * @return the error, or {@code null}
      */
-    public static @Nullable IllegalStateException heldByScope(ContextView context, List<String> names) {
+    public static @Nullable IllegalStateException heldByScope(ContextView context, List<String> names,
+            Predicate<FencedLease> sameLock) {
         for (String name : names) {
-            if (LeaseContext.find(context, name) != null) {
+            FencedLease enclosing = LeaseContext.find(context, name);
+            if (enclosing != null && sameLock.test(enclosing)) {
                 return new IllegalStateException("Lock '" + name + "' is already held by an enclosing scope: a batch "
                         + "does not reuse its lease; leave the name out of the batch");
             }

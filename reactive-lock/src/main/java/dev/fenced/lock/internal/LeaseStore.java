@@ -36,8 +36,8 @@ public interface LeaseStore {
      * once, and collects the replies.
      *
      * @param requests the acquires, at least one
-     * @return for each request, in the same order, its reply or its failure; the Mono itself fails only when no
-     *     request got a result
+     * @return for each request, in the same order, its reply or its failure; the Mono itself never fails: a call
+     *     that failed as a whole is that failure for each of its requests
      */
     default Mono<List<AcquireResult>> acquireAll(List<AcquireRequest> requests) {
         return Flux.fromIterable(requests)

@@ -195,7 +195,7 @@ public final class LeasingLockClient implements FencedLockClient {
             if (renewer.schedulerDisposed()) {
                 return Mono.error(schedulerRejected(first));
             }
-            IllegalStateException nested = LeaseBatches.heldByScope(ctx, ordered);
+            IllegalStateException nested = LeaseBatches.heldByScope(ctx, ordered, this::ownedByThisClient);
             if (nested != null) {
                 return Mono.error(nested);
             }
