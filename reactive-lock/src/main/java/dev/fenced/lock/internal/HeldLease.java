@@ -261,7 +261,9 @@ final class HeldLease implements FencedLease {
 
     /**
      * The hold cap is reached while held: the lease is lost ({@link LossReason#MAX_HOLD_REACHED}) and its lock freed
-     * (owner-checked), so the next holder need not wait for its expiry. Called by the renewer's worker.
+     * (owner-checked), so the next holder need not wait for its expiry. The loss is signalled first, so the work
+     * stops before anything else; the release is sent right after, so whoever hears the loss may still see the
+     * lock held for the release's round trip. Called by the renewer's worker.
      */
     void reachMaxHold() {
         if (markLost(LossReason.MAX_HOLD_REACHED)) {
