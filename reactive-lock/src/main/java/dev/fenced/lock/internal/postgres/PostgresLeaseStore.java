@@ -30,9 +30,8 @@ import reactor.util.Loggers;
  * share one multi-row statement ({@link StatementBatcher}), row by row the one-lock statement, and a hand-off to a
  * waiter of the same client become one statement ({@link #handOffSql}). That path has known issues, which keep it
  * off: a shared statement waits on the row lock of any one member (a write transaction's lease check), so every
- * member of the statement waits or fails with it, can deadlock with a write transaction that checks two leases,
- * and, rolled back by such a wait, reruns every member alone at once (beyond the 4 connections of its kind); the
- * one-statement hand-off waits for the releasing lease's own open lease check, so a release inside its write
+ * member of the statement waits or fails with it, and can deadlock with a write transaction that checks two
+ * leases; the one-statement hand-off waits for the releasing lease's own open lease check, so a release inside its write
  * transaction with a local waiter fails at the command timeout.
  *
  * <p>Thread-safe.

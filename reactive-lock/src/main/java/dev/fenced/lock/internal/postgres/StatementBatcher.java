@@ -30,10 +30,13 @@ import reactor.core.publisher.MonoSink;
  *       second request for a lock already in the statement waits for the next one, in its place.</li>
  *   <li>Each request gets its own reply: the statement answers for every row. A statement that fails as a whole
  *       fails every request it carried, each with the error classified for its own lock, except a statement
- *       rolled back by a wait for one lock ({@code retryAlone}): it changed nothing, and each request is run
- *       again alone, so that one contended lock does not fail the others.</li>
+ *       rolled back by a wait for one lock ({@code retryAlone}): it changed nothing, and each request goes back
+ *       to the head of the line to run again alone, so that one contended lock does not fail the others; those
+ *       reruns take the slots like any statement (at most {@link #MAX_IN_FLIGHT} at once), each with a new
+ *       command timeout to wait for one.</li>
  *   <li>A request that has waited longer than the command timeout when a statement could take it fails without
- *       being sent ({@link PostgresErrors.NotConnectedException}: nothing ran, no undo needed).</li>
+ *       being sent ({@link PostgresErrors.NotConnectedException}, "not sent": nothing ran, no undo needed). A
+ *       request can so take up to about twice the command timeout: its wait for a slot, then its statement.</li>
  * </ul>
  * Cancelling a request before it leaves takes it back; after, its statement runs on (the lease runtime
  * subscribes to the store's replies itself and undoes what an abandoned attempt took). Thread-safe.
@@ -92,7 +95,7 @@ final class StatementBatcher<R, T> {
      */
     Mono<T> send(R request) {
         return Mono.create(sink -> {
-            Pending<R, T> pending = new Pending<>(request, sink, System.nanoTime(), new AtomicBoolean());
+            Pending<R, T> pending = new Pending<>(request, sink, System.nanoTime(), new AtomicBoolean(), false);
             sink.onCancel(() -> pending.cancelled.set(true));
             synchronized (waiting) {
                 waiting.addLast(pending);
@@ -122,7 +125,8 @@ final class StatementBatcher<R, T> {
             // Signalled outside the lock: a subscriber may send again at once.
             for (Pending<R, T> late : expired) {
                 late.sink.error(classify.apply(new PostgresErrors.NotConnectedException("waited longer than the command timeout ("
-                        + commandTimeout.toMillis() + " ms) for a statement", null), late.request));
+                        + commandTimeout.toMillis() + " ms) for one of the " + MAX_IN_FLIGHT + " statements of its kind", null,
+                        true), late.request));
             }
             if (batch.isEmpty()) {
                 continue;
@@ -148,6 +152,12 @@ final class StatementBatcher<R, T> {
             } else if (now - next.queuedAt > timeoutNanos) {
                 it.remove();
                 expired.add(next);
+            } else if (next.alone) {
+                if (batch.isEmpty()) {
+                    it.remove();
+                    batch.add(next);
+                    break;
+                }
             } else if (keys.add(key.apply(next.request))) {
                 it.remove();
                 batch.add(next);
@@ -180,7 +190,15 @@ final class StatementBatcher<R, T> {
         statements.incrementAndGet();
         subscribe(() -> many.apply(requests), (replies, error) -> {
             if (error != null && retryAlone.test(error)) {
-                runAlone(batch);
+                // Back to the head of the line, each to run alone, through the slots like any other statement.
+                long now = System.nanoTime();
+                synchronized (waiting) {
+                    for (int i = batch.size() - 1; i >= 0; i--) {
+                        Pending<R, T> pending = batch.get(i);
+                        waiting.addFirst(new Pending<>(pending.request, pending.sink, now, pending.cancelled, true));
+                    }
+                }
+                finished();
                 return;
             }
             try {
@@ -241,6 +259,7 @@ final class StatementBatcher<R, T> {
         drain();
     }
 
-    private record Pending<R, T>(R request, MonoSink<T> sink, long queuedAt, AtomicBoolean cancelled) {
+    /** A request in line; {@code alone}: to run in a statement of its own (its shared statement was rolled back). */
+    private record Pending<R, T>(R request, MonoSink<T> sink, long queuedAt, AtomicBoolean cancelled, boolean alone) {
     }
 }
