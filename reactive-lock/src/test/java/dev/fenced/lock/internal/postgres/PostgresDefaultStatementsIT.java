@@ -26,6 +26,7 @@ import java.util.List;
 import java.util.UUID;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicInteger;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
@@ -39,7 +40,8 @@ import reactor.core.publisher.Mono;
  * {@code LeaseCheck}: {@code FOR KEY SHARE} on the row until the transaction ends). These are the review's findings
  * against shared statements, each asserted on the default path, where they must not happen: the shared path
  * (switched on) fails them, which is why it is off by default. Every store here is opened by the property-reading
- * {@code open}, the one {@code FencedLockClient} uses.
+ * {@code open}, the one {@code FencedLockClient} uses, except in the one test named {@code switchedOn…}, which
+ * opens it with shared statements on.
  */
 @ExtendWith(PostgresServerExtension.class)
 class PostgresDefaultStatementsIT {
@@ -50,6 +52,8 @@ class PostgresDefaultStatementsIT {
     private ConnectionPool pool;
     private PostgresServer server;
     private String prefix;
+    private final AtomicInteger open = new AtomicInteger();
+    private final AtomicInteger peak = new AtomicInteger();
 
     @BeforeEach
     void connect(PostgresServer postgres) {
@@ -317,7 +321,79 @@ class PostgresDefaultStatementsIT {
         }
     }
 
+    /**
+     * With the experimental switch on (review findings 4 and 6): a shared statement chosen as a deadlock victim
+     * (40P01: it waits for B under a write transaction's lease check, which then checks A, locked by the statement)
+     * changed nothing; its members run again alone through the batcher's slots, never more than
+     * {@link StatementBatcher#MAX_IN_FLIGHT} statements at once, and each free lock is granted.
+     */
+    @Test
+    void switchedOnAStatementRolledBackByADeadlockRerunsItsMembersThroughTheSlots() throws Exception {
+        ClientSettings settings = settings(Duration.ofSeconds(30));
+        PostgresLeaseStore store = PostgresLeaseStore.open(counted(), TABLE, settings, null, true);
+        try {
+            String a = "a-" + UUID.randomUUID();
+            String b = "b-" + UUID.randomUUID();
+            long ta = store.acquire(a, "holder-a", 60_000, 0).block(WAIT).token();
+            long tb = store.acquire(b, "holder-b", 60_000, 0).block(WAIT).token();
+            List<String> names = new ArrayList<>(List.of(a, b));
+            for (int i = 0; i < 30; i++) {
+                names.add("free-" + i + "-" + UUID.randomUUID());
+            }
+            Connection tx = Mono.from(pool.create()).block(WAIT);
+            try {
+                Mono.from(tx.beginTransaction()).block(WAIT);
+                leaseCheck(tx, b, "holder-b", tb).block(WAIT);
+                CompletableFuture<List<AcquireReply>> replies = whileSlotsWait(store,
+                        () -> Flux.fromIterable(names).flatMapSequential(n -> store.acquire(n, "w", 60_000, 0), 64).collectList());
+                awaitLockWait("unnest", 1);
+                // The statement's own deadlock check (deadlock_timeout after its wait began) finds the cycle first.
+                leaseCheck(tx, a, "holder-a", ta).block(WAIT);
+                Mono.from(tx.commitTransaction()).block(WAIT);
+                List<AcquireReply> got = replies.get(WAIT.toSeconds(), TimeUnit.SECONDS);
+                assertThat(store.sharedStatements()[0]).as("shared acquire statements").isPositive();
+                assertThat(peak.get()).as("connections at once").isLessThanOrEqualTo(StatementBatcher.MAX_IN_FLIGHT);
+                for (int i = 0; i < names.size(); i++) {
+                    assertThat(got.get(i).acquired()).as(names.get(i)).isEqualTo(i >= 2);
+                }
+            } finally {
+                Mono.from(tx.close()).block(WAIT);
+            }
+        } finally {
+            store.close().block(WAIT);
+            settings.scheduler().dispose();
+        }
+    }
+
     // --- helpers ---
+
+    /** The pool, counting the connections handed out and not yet closed, and the most at once. */
+    private io.r2dbc.spi.ConnectionFactory counted() {
+        return new io.r2dbc.spi.ConnectionFactory() {
+            @Override
+            public org.reactivestreams.Publisher<? extends Connection> create() {
+                return Mono.from(pool.create()).map(c -> {
+                    peak.accumulateAndGet(open.incrementAndGet(), Math::max);
+                    return (Connection) java.lang.reflect.Proxy.newProxyInstance(getClass().getClassLoader(),
+                            new Class<?>[] {Connection.class}, (proxy, method, args) -> {
+                                if (method.getName().equals("close")) {
+                                    open.decrementAndGet();
+                                }
+                                try {
+                                    return method.invoke(c, args);
+                                } catch (java.lang.reflect.InvocationTargetException e) {
+                                    throw e.getCause();
+                                }
+                            });
+                });
+            }
+
+            @Override
+            public io.r2dbc.spi.ConnectionFactoryMetadata getMetadata() {
+                return pool.getMetadata();
+            }
+        };
+    }
 
     private ClientSettings settings(Duration commandTimeout) {
         return ClientSettings.of(prefix, Duration.ofSeconds(60), null, Duration.ofSeconds(60), commandTimeout, null);
@@ -368,11 +444,12 @@ class PostgresDefaultStatementsIT {
             Mono.from(tx.beginTransaction()).block(WAIT);
             lockRows(tx, blockers);
             for (String name : blockers) {
-                store.acquire(name, "blocked", 60_000, 0).flatMap(r -> store.release(name, "blocked", null)).subscribe();
+                store.acquire(name, "blocked", 60_000, 0).subscribe();
             }
             awaitLockWait(TABLE, blockers.size());
             CompletableFuture<T> result = requests.get().toFuture();
             Thread.sleep(200);
+            peak.set(open.get());
             Mono.from(tx.commitTransaction()).block(WAIT);
             return result;
         } finally {
