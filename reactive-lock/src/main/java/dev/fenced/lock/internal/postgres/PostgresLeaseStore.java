@@ -31,8 +31,7 @@ import reactor.util.Loggers;
  * waiter of the same client become one statement ({@link #handOffSql}). That path has known issues, which keep it
  * off: a shared statement waits on the row lock of any one member (a write transaction's lease check), so every
  * member of the statement waits or fails with it, and can deadlock with a write transaction that checks two
- * leases; the one-statement hand-off waits for the releasing lease's own open lease check, so a release inside its write
- * transaction with a local waiter fails at the command timeout.
+ * leases.
  *
  * <p>Thread-safe.
  */
@@ -226,13 +225,19 @@ public final class PostgresLeaseStore implements LeaseStore {
     /**
      * The hand-off statement: the acquire of {@link #acquireSql(String, boolean, boolean)} for the next owner
      * ({@code $2}), which takes the lock over only while the releasing lease ({@code $6} owner, {@code $7} token)
-     * holds it. It locks the row as an acquire does (so it waits for a lease check's {@code FOR KEY SHARE}) and
-     * mints the next token by the same rule; the lock is never free in between, so nobody is notified. Answers the
-     * new token and whether the row was inserted (the lock had no row: the releasing lease did not hold it); no
-     * row when the releasing lease did not hold the lock. The label, with the holder column, is {@code $8}.
+     * holds it. It never waits for a row lock: it first locks the lock's row {@code FOR UPDATE SKIP LOCKED}, and
+     * takes it over only if it got that lock; a row locked by someone else (a lease check's {@code FOR KEY SHARE},
+     * the releasing lease's own write transaction's included, or another statement on the row), or no row at all,
+     * makes it change and answer nothing, and the caller falls back to a release, which does not wait for a lease
+     * check, and an acquire. Once the row is locked the grant cannot wait; it mints the next token by the
+     * acquire's rule, and the lock is never free in between, so nobody is notified. Answers the new token and
+     * whether the row was inserted (never, as written: the row must exist and be locked); no row when the
+     * releasing lease did not hold the lock or the row was locked. The label, with the holder column, is
+     * {@code $8}.
      */
     static String handOffSql(String table, boolean serverTime, boolean withHolder) {
-        return "WITH " + NOW + " " + grant(table, "SELECT $1, $2, %s, now.t + $3 * interval '1 millisecond'%s FROM now",
+        return "WITH " + NOW + ", locked AS (SELECT lock_id FROM " + table + " WHERE lock_id = $1 FOR UPDATE SKIP LOCKED) "
+                + grant(table, "SELECT $1, $2, %s, now.t + $3 * interval '1 millisecond'%s FROM now, locked",
                 "$4", serverTime, withHolder ? "$8" : null,
                 "l.owner = $6 AND l.token = $7::bigint AND l.expires_at > clock_timestamp()", "l.token, (l.xmax = 0) AS inserted");
     }
@@ -505,10 +510,11 @@ public final class PostgresLeaseStore implements LeaseStore {
     /**
      * By default ({@link #BATCHING_PROPERTY} unset) the two steps of {@link LeaseStore#handOff}: a release, then an
      * acquire. With the switch on, one statement ({@link #handOffSql}) takes the lock over from the releasing lease
-     * for the next owner (see the class's javadoc for its known issue under an open lease check): no
-     * release, no notification, no second statement. Where that statement cannot tell (the releasing lease no
-     * longer held the lock, or the statement was rolled back by a wait for the row, or outlasted its bound), the
-     * default two steps follow: a release, which says whether the lease held the lock, then an acquire.
+     * for the next owner: no release, no notification, no second statement. Where that statement cannot tell (the
+     * releasing lease no longer held the lock, the row was locked by someone else, such as the lease's own write
+     * transaction's lease check: the statement never waits for it, or it was rolled back, or outlasted its bound),
+     * the default two steps follow: a release, which says whether the lease held the lock, then an acquire. Its
+     * failures are classified as a release's.
      */
     @Override
     public Mono<Handoff> handOff(String name, String owner, long token, String nextOwner, long leaseMillis, long floor) {
@@ -517,7 +523,8 @@ public final class PostgresLeaseStore implements LeaseStore {
             return twoSteps;
         }
         String lockId = keys.lockKey(name);
-        return withHolderColumn(withHolder -> commands.runAcquire(name, c -> {
+        // A grant (its failure signalled once the statement has stopped), but what the caller asked for is a release.
+        return withHolderColumn(withHolder -> commands.runMany(true, c -> {
                     Statement statement = c.createStatement(withHolder ? handOffSql : handOffSqlWithoutHolder)
                             .bind(0, lockId).bind(1, nextOwner).bind(2, leaseMillis).bind(3, floor).bind(4, commandTimeoutMillis)
                             .bind(5, owner).bind(6, token);
@@ -528,7 +535,7 @@ public final class PostgresLeaseStore implements LeaseStore {
                     return rows(statement, r -> r.map((row, meta) -> new Handoff(!Boolean.TRUE.equals(row.get("inserted", Boolean.class)),
                             AcquireReply.acquired(longOf(row.get("token", Long.class))), null)))
                             .next();
-                }))
+                }).onErrorMap(e -> commands.classify(e, name, "release")))
                 .switchIfEmpty(twoSteps)
                 .onErrorResume(PostgresErrors::rolledBackByWait, e -> twoSteps);
     }

@@ -40,8 +40,8 @@ import reactor.core.publisher.Mono;
  * {@code LeaseCheck}: {@code FOR KEY SHARE} on the row until the transaction ends). These are the review's findings
  * against shared statements, each asserted on the default path, where they must not happen: the shared path
  * (switched on) fails them, which is why it is off by default. Every store here is opened by the property-reading
- * {@code open}, the one {@code FencedLockClient} uses, except in the one test named {@code switchedOn…}, which
- * opens it with shared statements on.
+ * {@code open}, the one {@code FencedLockClient} uses, except in the tests named {@code switchedOn…}, which open
+ * it with shared statements on.
  */
 @ExtendWith(PostgresServerExtension.class)
 class PostgresDefaultStatementsIT {
@@ -98,6 +98,21 @@ class PostgresDefaultStatementsIT {
      */
     @Test
     void aReleaseInsideItsWriteTransactionWithALocalWaiterIsReleased() throws Exception {
+        releaseInsideItsWriteTransactionWithALocalWaiter();
+    }
+
+    /** Review finding 1 with the switch on: the one-statement hand-off does not wait for the lease check either. */
+    @Test
+    void switchedOnAReleaseInsideItsWriteTransactionWithALocalWaiterIsReleased() throws Exception {
+        System.setProperty(PostgresLeaseStore.BATCHING_PROPERTY, "true");
+        try {
+            releaseInsideItsWriteTransactionWithALocalWaiter();
+        } finally {
+            System.clearProperty(PostgresLeaseStore.BATCHING_PROPERTY);
+        }
+    }
+
+    private void releaseInsideItsWriteTransactionWithALocalWaiter() throws Exception {
         try (FencedLockClient client = FencedLockClient.builder().postgres(pool, PostgresLeaseTable.named(TABLE))
                 .keyPrefix(prefix).commandTimeout(Duration.ofSeconds(2)).leaseTime(Duration.ofSeconds(30))
                 .maxWait(Duration.ofSeconds(60)).build()) {
@@ -128,8 +143,19 @@ class PostgresDefaultStatementsIT {
      */
     @Test
     void aHandOffWhileTheReleasingLeasesWriteTransactionIsOpenReleases() throws Exception {
+        handOffWhileTheReleasingLeasesWriteTransactionIsOpen(false);
+    }
+
+    /** The same with the switch on: the one-statement hand-off skips the locked row and takes the two steps. */
+    @Test
+    void switchedOnAHandOffWhileTheReleasingLeasesWriteTransactionIsOpenReleases() throws Exception {
+        handOffWhileTheReleasingLeasesWriteTransactionIsOpen(true);
+    }
+
+    private void handOffWhileTheReleasingLeasesWriteTransactionIsOpen(boolean switchedOn) throws Exception {
         ClientSettings settings = settings(Duration.ofSeconds(2));
-        PostgresLeaseStore store = PostgresLeaseStore.open(pool, TABLE, settings, null);
+        PostgresLeaseStore store = switchedOn ? PostgresLeaseStore.open(pool, TABLE, settings, null, true)
+                : PostgresLeaseStore.open(pool, TABLE, settings, null);
         try {
             String name = "ho-" + UUID.randomUUID();
             long token = store.acquire(name, "a", 60_000, 0).block(WAIT).token();
