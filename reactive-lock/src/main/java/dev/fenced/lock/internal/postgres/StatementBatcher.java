@@ -33,7 +33,8 @@ import reactor.core.publisher.MonoSink;
  *       rolled back by a wait for one lock ({@code retryAlone}): it changed nothing, and each request goes back
  *       to the head of the line to run again alone, so that one contended lock does not fail the others; those
  *       reruns take the slots like any statement (at most {@link #MAX_IN_FLIGHT} at once), each with a new
- *       command timeout to wait for one.</li>
+ *       command timeout to wait for one. So does a request whose reply says the statement skipped it
+ *       ({@code replyRunAlone}: its lock's row was locked by someone else).</li>
  *   <li>A request that has waited longer than the command timeout when a statement could take it fails without
  *       being sent ({@link PostgresErrors.NotConnectedException}, "not sent": nothing ran, no undo needed). A
  *       request can so take up to about twice the command timeout: its wait for a slot, then its statement.</li>
@@ -59,6 +60,7 @@ final class StatementBatcher<R, T> {
     private final Function<List<R>, Mono<List<T>>> many;
     private final Function<R, String> key;
     private final Predicate<Throwable> retryAlone;
+    private final Predicate<T> replyRunAlone;
     private final BiFunction<Throwable, R, Throwable> classify;
     private final Duration commandTimeout;
     private final long timeoutNanos;
@@ -73,15 +75,18 @@ final class StatementBatcher<R, T> {
      *     unclassified
      * @param key the lock a request concerns: a statement carries each once
      * @param retryAlone whether a failure of {@code many} changed nothing and its requests should be run alone
+     * @param replyRunAlone whether a reply of {@code many} says that its request was skipped, to be run alone
      * @param classify a failure of {@code many} as the given request reports it
      * @param commandTimeout the command timeout
      */
     StatementBatcher(Function<R, Mono<T>> one, Function<List<R>, Mono<List<T>>> many, Function<R, String> key,
-            Predicate<Throwable> retryAlone, BiFunction<Throwable, R, Throwable> classify, Duration commandTimeout) {
+            Predicate<Throwable> retryAlone, Predicate<T> replyRunAlone, BiFunction<Throwable, R, Throwable> classify,
+            Duration commandTimeout) {
         this.one = one;
         this.many = many;
         this.key = key;
         this.retryAlone = retryAlone;
+        this.replyRunAlone = replyRunAlone;
         this.classify = classify;
         this.commandTimeout = commandTimeout;
         this.timeoutNanos = commandTimeout.toNanos();
@@ -190,17 +195,11 @@ final class StatementBatcher<R, T> {
         statements.incrementAndGet();
         subscribe(() -> many.apply(requests), (replies, error) -> {
             if (error != null && retryAlone.test(error)) {
-                // Back to the head of the line, each to run alone, through the slots like any other statement.
-                long now = System.nanoTime();
-                synchronized (waiting) {
-                    for (int i = batch.size() - 1; i >= 0; i--) {
-                        Pending<R, T> pending = batch.get(i);
-                        waiting.addFirst(new Pending<>(pending.request, pending.sink, now, pending.cancelled, true));
-                    }
-                }
+                runAgainAlone(batch);
                 finished();
                 return;
             }
+            List<Pending<R, T>> skipped = new ArrayList<>(0);
             try {
                 if (error == null && (replies == null || replies.size() != batch.size())) {
                     error = new IllegalStateException("a lease statement of " + batch.size() + " locks answered "
@@ -208,13 +207,29 @@ final class StatementBatcher<R, T> {
                 }
                 for (int i = 0; i < batch.size(); i++) {
                     Pending<R, T> pending = batch.get(i);
-                    settle(pending, error == null && replies != null ? replies.get(i) : null,
-                            error == null ? null : classify.apply(error, pending.request));
+                    T reply = error == null && replies != null ? replies.get(i) : null;
+                    if (reply != null && replyRunAlone.test(reply)) {
+                        skipped.add(pending);
+                    } else {
+                        settle(pending, reply, error == null ? null : classify.apply(error, pending.request));
+                    }
                 }
             } finally {
+                runAgainAlone(skipped);
                 finished();
             }
         });
+    }
+
+    /** Back to the head of the line, each to run alone, through the slots like any other statement. */
+    private void runAgainAlone(List<Pending<R, T>> batch) {
+        long now = System.nanoTime();
+        synchronized (waiting) {
+            for (int i = batch.size() - 1; i >= 0; i--) {
+                Pending<R, T> pending = batch.get(i);
+                waiting.addFirst(new Pending<>(pending.request, pending.sink, now, pending.cancelled, true));
+            }
+        }
     }
 
     private static <R, T> void settle(Pending<R, T> pending, @Nullable T value, @Nullable Throwable error) {

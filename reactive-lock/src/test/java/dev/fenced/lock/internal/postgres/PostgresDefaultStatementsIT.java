@@ -154,8 +154,7 @@ class PostgresDefaultStatementsIT {
 
     private void handOffWhileTheReleasingLeasesWriteTransactionIsOpen(boolean switchedOn) throws Exception {
         ClientSettings settings = settings(Duration.ofSeconds(2));
-        PostgresLeaseStore store = switchedOn ? PostgresLeaseStore.open(pool, TABLE, settings, null, true)
-                : PostgresLeaseStore.open(pool, TABLE, settings, null);
+        PostgresLeaseStore store = open(settings, switchedOn);
         try {
             String name = "ho-" + UUID.randomUUID();
             long token = store.acquire(name, "a", 60_000, 0).block(WAIT).token();
@@ -186,8 +185,18 @@ class PostgresDefaultStatementsIT {
      */
     @Test
     void freeLocksAreGrantedWhileAnotherLocksWriteTransactionIsOpen() throws Exception {
+        freeLocksWhileAnotherLocksWriteTransactionIsOpen(false);
+    }
+
+    /** The same with the switch on: the shared statement skips the locked row, which runs again alone. */
+    @Test
+    void switchedOnFreeLocksAreGrantedWhileAnotherLocksWriteTransactionIsOpen() throws Exception {
+        freeLocksWhileAnotherLocksWriteTransactionIsOpen(true);
+    }
+
+    private void freeLocksWhileAnotherLocksWriteTransactionIsOpen(boolean switchedOn) throws Exception {
         ClientSettings settings = settings(Duration.ofSeconds(3));
-        PostgresLeaseStore store = PostgresLeaseStore.open(pool, TABLE, settings, null);
+        PostgresLeaseStore store = open(settings, switchedOn);
         try {
             String held = "held-" + UUID.randomUUID();
             long token = store.acquire(held, "holder", 60_000, 0).block(WAIT).token();
@@ -226,8 +235,18 @@ class PostgresDefaultStatementsIT {
      */
     @Test
     void aWriteTransactionCheckingTwoLeasesDoesNotDeadlockWithAcquires() throws Exception {
+        writeTransactionCheckingTwoLeasesWhileAcquiresWait(false);
+    }
+
+    /** The same with the switch on: the shared statement locks A and skips B, so no cycle can close. */
+    @Test
+    void switchedOnAWriteTransactionCheckingTwoLeasesDoesNotDeadlockWithAcquires() throws Exception {
+        writeTransactionCheckingTwoLeasesWhileAcquiresWait(true);
+    }
+
+    private void writeTransactionCheckingTwoLeasesWhileAcquiresWait(boolean switchedOn) throws Exception {
         ClientSettings settings = settings(Duration.ofSeconds(30));
-        PostgresLeaseStore store = PostgresLeaseStore.open(pool, TABLE, settings, null);
+        PostgresLeaseStore store = open(settings, switchedOn);
         try {
             String a = "a-" + UUID.randomUUID();
             String b = "b-" + UUID.randomUUID();
@@ -348,13 +367,14 @@ class PostgresDefaultStatementsIT {
     }
 
     /**
-     * With the experimental switch on (review findings 4 and 6): a shared statement chosen as a deadlock victim
-     * (40P01: it waits for B under a write transaction's lease check, which then checks A, locked by the statement)
-     * changed nothing; its members run again alone through the batcher's slots, never more than
-     * {@link StatementBatcher#MAX_IN_FLIGHT} statements at once, and each free lock is granted.
+     * With the experimental switch on (review findings 3, 4 and 6): a shared statement of A, B and 30 free locks
+     * while a write transaction holds B's lease check and then checks A. Before {@code SKIP LOCKED} the statement
+     * waited for B, the cycle closed, the statement was the deadlock victim (40P01) and reran every member alone at
+     * once (12 connections); now it skips B (which runs again alone, through the slots), so never more than
+     * {@link StatementBatcher#MAX_IN_FLIGHT} statements run at once and each free lock is granted.
      */
     @Test
-    void switchedOnAStatementRolledBackByADeadlockRerunsItsMembersThroughTheSlots() throws Exception {
+    void switchedOnAStatementMeetingTwoLeaseChecksKeepsToTheSlots() throws Exception {
         ClientSettings settings = settings(Duration.ofSeconds(30));
         PostgresLeaseStore store = PostgresLeaseStore.open(counted(), TABLE, settings, null, true);
         try {
@@ -372,8 +392,7 @@ class PostgresDefaultStatementsIT {
                 leaseCheck(tx, b, "holder-b", tb).block(WAIT);
                 CompletableFuture<List<AcquireReply>> replies = whileSlotsWait(store,
                         () -> Flux.fromIterable(names).flatMapSequential(n -> store.acquire(n, "w", 60_000, 0), 64).collectList());
-                awaitLockWait("unnest", 1);
-                // The statement's own deadlock check (deadlock_timeout after its wait began) finds the cycle first.
+                awaitLockWait("ON CONFLICT", 1);
                 leaseCheck(tx, a, "holder-a", ta).block(WAIT);
                 Mono.from(tx.commitTransaction()).block(WAIT);
                 List<AcquireReply> got = replies.get(WAIT.toSeconds(), TimeUnit.SECONDS);
@@ -392,6 +411,12 @@ class PostgresDefaultStatementsIT {
     }
 
     // --- helpers ---
+
+    /** A store on the pool: with shared statements on, or as it opens by default. */
+    private PostgresLeaseStore open(ClientSettings settings, boolean switchedOn) {
+        return switchedOn ? PostgresLeaseStore.open(pool, TABLE, settings, null, true)
+                : PostgresLeaseStore.open(pool, TABLE, settings, null);
+    }
 
     /** The pool, counting the connections handed out and not yet closed, and the most at once. */
     private io.r2dbc.spi.ConnectionFactory counted() {

@@ -42,7 +42,7 @@ class StatementBatcherTest {
             ranAlone.add(r);
             peak.accumulateAndGet(running.incrementAndGet(), Math::max);
             return reply.asMono();
-        }, rs -> Mono.error(new RolledBack()), r -> r, RolledBack.class::isInstance,
+        }, rs -> Mono.error(new RolledBack()), r -> r, RolledBack.class::isInstance, reply -> false,
                 (e, r) -> PostgresErrors.classify(e, r, "acquire", commandTimeout, "t"), commandTimeout);
     }
 
