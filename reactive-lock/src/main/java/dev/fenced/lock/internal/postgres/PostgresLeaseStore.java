@@ -31,7 +31,7 @@ import reactor.util.Loggers;
  * waiter of the same client become one statement ({@link #handOffSql}). Shared acquires and the hand-off never
  * wait for an existing row: they skip rows locked by others (a write transaction's lease check), whose requests
  * then run alone in the one-row statements (shared releases, plain updates of non-key columns, do not wait for a
- * lease check). Off by default while that path has not run through the store's contract suite and torture arm.
+ * lease check). Off by default while that path has not run through the torture arm.
  *
  * <p>Thread-safe.
  */
