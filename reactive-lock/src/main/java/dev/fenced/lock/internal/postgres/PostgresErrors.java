@@ -58,8 +58,9 @@ final class PostgresErrors {
             return fenced;
         }
         String detail;
-        if (error instanceof NotConnectedException) {
-            detail = "cannot connect to PostgreSQL (" + error.getMessage() + ")";
+        if (error instanceof NotConnectedException notConnected) {
+            detail = notConnected.queued ? "not sent: " + error.getMessage()
+                    : "cannot connect to PostgreSQL (" + error.getMessage() + ")";
         } else if (error instanceof TimeoutException) {
             detail = "no reply within the command timeout of " + timeout.toMillis() + " ms";
         } else if (lost(error)) {
@@ -158,13 +159,24 @@ final class PostgresErrors {
         return false;
     }
 
-    /** A statement that never left: no connection could be had for it, or the store was closed. */
+    /**
+     * A statement that never left: no connection could be had for it, the store was closed, or its request waited
+     * longer than the command timeout for a statement slot ({@link StatementBatcher}).
+     */
     static final class NotConnectedException extends RuntimeException {
 
         private static final long serialVersionUID = 1L;
 
+        /** Whether the statement was never sent because its request waited too long for a statement slot. */
+        final boolean queued;
+
         NotConnectedException(String message, @org.jspecify.annotations.Nullable Throwable cause) {
+            this(message, cause, false);
+        }
+
+        NotConnectedException(String message, @org.jspecify.annotations.Nullable Throwable cause, boolean queued) {
             super(message, cause, false, false);
+            this.queued = queued;
         }
     }
 }

@@ -25,9 +25,13 @@ import reactor.util.Loggers;
  * so the grant and the token it mints commit together, and every expiry is decided by the database's clock
  * ({@code clock_timestamp()}), never by the client's. Release notifications go through {@code NOTIFY} on the
  * table's channel, with the lock id as payload ({@link ReleaseNotifications}); statements run on connections
- * of the application's connection factory ({@link PostgresCommands}). Acquires (and releases) in flight at once
- * share one multi-row statement ({@link StatementBatcher}), row by row the one-lock statement; a hand-off to a
- * waiter of the same client is one statement ({@link #handOffSql}).
+ * of the application's connection factory ({@link PostgresCommands}). Only with the experimental switch
+ * {@link #BATCHING_PROPERTY} set to {@code true} (off by default) do acquires (and releases) in flight at once
+ * share one multi-row statement ({@link StatementBatcher}), row by row the one-lock statement, and a hand-off to a
+ * waiter of the same client become one statement ({@link #handOffSql}). Shared acquires and the hand-off never
+ * wait for an existing row: they skip rows locked by others (a write transaction's lease check), whose requests
+ * then run alone in the one-row statements (shared releases, plain updates of non-key columns, do not wait for a
+ * lease check). Off by default while that path has not run through the torture arm.
  *
  * <p>Thread-safe.
  */
@@ -58,9 +62,10 @@ public final class PostgresLeaseStore implements LeaseStore {
     private final @Nullable StatementBatcher<ReleaseRequest, Boolean> releases;
 
     /**
-     * The system property that, set to {@code false}, makes every acquire and release a statement of its own and a
-     * hand-off a release and an acquire, as before statements were shared: for benchmarks that compare the two in
-     * one run. Read when a store opens.
+     * The experimental system property that, set to {@code true}, makes acquires and releases in flight at once share
+     * statements and a hand-off one statement (experimental: see the class's javadoc). Unset or anything else
+     * (the default): every acquire and release is a statement of its own and a hand-off a release and an acquire.
+     * Read when a store opens.
      */
     static final String BATCHING_PROPERTY = "dev.fenced.postgres.batching";
     private final String channel;
@@ -125,12 +130,18 @@ public final class PostgresLeaseStore implements LeaseStore {
                 + " AND l.expires_at > clock_timestamp() RETURNING r.i, l.lock_id)"
                 + " SELECT released.i FROM released, pg_notify($4, released.lock_id)";
         this.acquires = batching ? new StatementBatcher<>(r -> acquireAlone(r.name(), r.owner(), r.leaseMillis(), r.floor()),
-                this::acquireMany, AcquireRequest::lockId, PostgresErrors::rolledBackByWait,
+                this::acquireMany, AcquireRequest::lockId, PostgresErrors::rolledBackByWait, reply -> reply == SKIPPED,
                 (e, r) -> commands.classify(e, r.name(), "acquire"), settings.commandTimeout()) : null;
         this.releases = batching ? new StatementBatcher<>(r -> releaseAlone(r.name(), r.owner(), r.token()),
-                this::releaseMany, ReleaseRequest::lockId, PostgresErrors::rolledBackByWait,
+                this::releaseMany, ReleaseRequest::lockId, PostgresErrors::rolledBackByWait, reply -> false,
                 (e, r) -> commands.classify(e, r.name(), "release"), settings.commandTimeout()) : null;
     }
+
+    /**
+     * The reply of {@link #acquireMany} for a lock whose row someone else had locked: the statement skipped it, and
+     * the request runs again alone (compared by identity; never handed to a caller).
+     */
+    private static final AcquireReply SKIPPED = AcquireReply.busy(-3);
 
     /** An acquire waiting for its statement. */
     private record AcquireRequest(String lockId, String name, String owner, long leaseMillis, long floor) {
@@ -202,31 +213,47 @@ public final class PostgresLeaseStore implements LeaseStore {
      * The acquire statement of several locks: {@link #acquireSql(String, boolean, boolean)} row by row, over arrays
      * of lock ids ({@code $1}), owners ({@code $2}), lease times ({@code $3}) and floors ({@code $4}), each lock at
      * most once; {@code $5} and {@code $6} as there. Each row keeps the one-row statement's token rule, bound and
-     * holder label; the rows are inserted (and so locked) in the order of their lock ids, the order every such
-     * statement takes them in, so that two of them never wait for each other in a cycle. Answers, for each lock
-     * by its ordinal {@code i}, a grant or the holder's remaining time (no row: busy, time unknown, as there).
+     * holder label. It never waits for a row that exists: it first locks the existing rows {@code FOR UPDATE SKIP
+     * LOCKED}, in the order of their lock ids, and acts only on the rows it locked and on locks that had no row
+     * (inserted in lock-id order, the order every such statement takes them in, so that two of them never wait for
+     * each other in a cycle); a row locked by someone else (a write transaction's lease check, another statement)
+     * is skipped, and its lock answers {@code skipped}, to be asked for again alone, in the one-row statement,
+     * which may wait for it. So one such row neither holds up the other locks nor closes a cycle with a write
+     * transaction that checks several leases. Answers, for each lock by its ordinal {@code i}, a grant, the
+     * holder's remaining time (no row: busy, time unknown, as there) or skipped.
      */
     static String acquireManySql(String table, boolean serverTime, boolean withHolder) {
         return "WITH " + NOW + ", r AS (SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[], $4::bigint[])"
                 + " WITH ORDINALITY AS r(lock_id, owner, ms, floor, i)),"
+                + " existing AS (SELECT e.lock_id FROM " + table + " e WHERE e.lock_id IN (SELECT lock_id FROM r)),"
+                + " locked AS (SELECT k.lock_id FROM " + table + " k WHERE k.lock_id IN (SELECT lock_id FROM r)"
+                + " ORDER BY k.lock_id FOR UPDATE SKIP LOCKED),"
                 + " granted AS (" + grant(table, "SELECT r.lock_id, r.owner, %s, now.t + r.ms * interval '1 millisecond'%s"
-                        + " FROM r, now ORDER BY r.lock_id", "r.floor", serverTime, withHolder,
+                        + " FROM r, now WHERE r.lock_id IN (SELECT lock_id FROM locked) OR r.lock_id NOT IN (SELECT lock_id FROM existing)"
+                        + " ORDER BY r.lock_id", "r.floor", serverTime, withHolder,
                         FREE + " OR l.owner = EXCLUDED.owner", "l.lock_id, l.token")
-                + ") SELECT r.i, true AS acquired, g.token, 0::bigint AS ttl FROM r JOIN granted g ON g.lock_id = r.lock_id"
-                + " UNION ALL SELECT r.i, false, 0::bigint, " + HOLDER_TTL + " FROM r JOIN " + table + " h ON h.lock_id = r.lock_id, now"
+                + ") SELECT r.i, true AS acquired, false AS skipped, g.token, 0::bigint AS ttl FROM r JOIN granted g ON g.lock_id = r.lock_id"
+                + " UNION ALL SELECT r.i, false, NOT EXISTS (SELECT 1 FROM locked k WHERE k.lock_id = r.lock_id), 0::bigint, "
+                + HOLDER_TTL + " FROM r JOIN " + table + " h ON h.lock_id = r.lock_id, now"
                 + " WHERE NOT EXISTS (SELECT 1 FROM granted g WHERE g.lock_id = r.lock_id)";
     }
 
     /**
      * The hand-off statement: the acquire of {@link #acquireSql(String, boolean, boolean)} for the next owner
      * ({@code $2}), which takes the lock over only while the releasing lease ({@code $6} owner, {@code $7} token)
-     * holds it. It locks the row as an acquire does (so it waits for a lease check's {@code FOR KEY SHARE}) and
-     * mints the next token by the same rule; the lock is never free in between, so nobody is notified. Answers the
-     * new token and whether the row was inserted (the lock had no row: the releasing lease did not hold it); no
-     * row when the releasing lease did not hold the lock. The label, with the holder column, is {@code $8}.
+     * holds it. It never waits for a row lock: it first locks the lock's row {@code FOR UPDATE SKIP LOCKED}, and
+     * takes it over only if it got that lock; a row locked by someone else (a lease check's {@code FOR KEY SHARE},
+     * the releasing lease's own write transaction's included, or another statement on the row), or no row at all,
+     * makes it change and answer nothing, and the caller falls back to a release, which does not wait for a lease
+     * check, and an acquire. Once the row is locked the grant cannot wait; it mints the next token by the
+     * acquire's rule, and the lock is never free in between, so nobody is notified. Answers the new token and
+     * whether the row was inserted (never, as written: the row must exist and be locked); no row when the
+     * releasing lease did not hold the lock or the row was locked. The label, with the holder column, is
+     * {@code $8}.
      */
     static String handOffSql(String table, boolean serverTime, boolean withHolder) {
-        return "WITH " + NOW + " " + grant(table, "SELECT $1, $2, %s, now.t + $3 * interval '1 millisecond'%s FROM now",
+        return "WITH " + NOW + ", locked AS (SELECT lock_id FROM " + table + " WHERE lock_id = $1 FOR UPDATE SKIP LOCKED) "
+                + grant(table, "SELECT $1, $2, %s, now.t + $3 * interval '1 millisecond'%s FROM now, locked",
                 "$4", serverTime, withHolder ? "$8" : null,
                 "l.owner = $6 AND l.token = $7::bigint AND l.expires_at > clock_timestamp()", "l.token, (l.xmax = 0) AS inserted");
     }
@@ -298,7 +325,7 @@ public final class PostgresLeaseStore implements LeaseStore {
     public static PostgresLeaseStore open(ConnectionFactory connectionFactory, String table, ClientSettings settings,
             @Nullable String holderLabel) {
         return new PostgresLeaseStore(connectionFactory, table, settings, holderLabel,
-                !"false".equalsIgnoreCase(System.getProperty(BATCHING_PROPERTY)));
+                "true".equalsIgnoreCase(System.getProperty(BATCHING_PROPERTY)));
     }
 
     /**
@@ -387,6 +414,7 @@ public final class PostgresLeaseStore implements LeaseStore {
                     int i = (int) (longOf(row.get("i", Long.class)) - 1);
                     AcquireReply reply = Boolean.TRUE.equals(row.get("acquired", Boolean.class))
                             ? AcquireReply.acquired(longOf(row.get("token", Long.class)))
+                            : Boolean.TRUE.equals(row.get("skipped", Boolean.class)) ? SKIPPED
                             : AcquireReply.busy(longOf(row.get("ttl", Long.class)));
                     return java.util.Map.entry(i, reply);
                 }))
@@ -497,10 +525,13 @@ public final class PostgresLeaseStore implements LeaseStore {
     }
 
     /**
-     * One statement ({@link #handOffSql}) takes the lock over from the releasing lease for the next owner: no
-     * release, no notification, no second statement. Where that statement cannot tell (the releasing lease no
-     * longer held the lock, or the statement was rolled back by a wait for the row, or outlasted its bound), the
-     * default two steps follow: a release, which says whether the lease held the lock, then an acquire.
+     * By default ({@link #BATCHING_PROPERTY} unset) the two steps of {@link LeaseStore#handOff}: a release, then an
+     * acquire. With the switch on, one statement ({@link #handOffSql}) takes the lock over from the releasing lease
+     * for the next owner: no release, no notification, no second statement. Where that statement cannot tell (the
+     * releasing lease no longer held the lock, the row was locked by someone else, such as the lease's own write
+     * transaction's lease check: the statement never waits for it, or it was rolled back, or outlasted its bound),
+     * the default two steps follow: a release, which says whether the lease held the lock, then an acquire. Its
+     * failures are classified as a release's.
      */
     @Override
     public Mono<Handoff> handOff(String name, String owner, long token, String nextOwner, long leaseMillis, long floor) {
@@ -509,7 +540,8 @@ public final class PostgresLeaseStore implements LeaseStore {
             return twoSteps;
         }
         String lockId = keys.lockKey(name);
-        return withHolderColumn(withHolder -> commands.runAcquire(name, c -> {
+        // A grant (its failure signalled once the statement has stopped), but what the caller asked for is a release.
+        return withHolderColumn(withHolder -> commands.runMany(true, c -> {
                     Statement statement = c.createStatement(withHolder ? handOffSql : handOffSqlWithoutHolder)
                             .bind(0, lockId).bind(1, nextOwner).bind(2, leaseMillis).bind(3, floor).bind(4, commandTimeoutMillis)
                             .bind(5, owner).bind(6, token);
@@ -520,7 +552,7 @@ public final class PostgresLeaseStore implements LeaseStore {
                     return rows(statement, r -> r.map((row, meta) -> new Handoff(!Boolean.TRUE.equals(row.get("inserted", Boolean.class)),
                             AcquireReply.acquired(longOf(row.get("token", Long.class))), null)))
                             .next();
-                }))
+                }).onErrorMap(e -> commands.classify(e, name, "release")))
                 .switchIfEmpty(twoSteps)
                 .onErrorResume(PostgresErrors::rolledBackByWait, e -> twoSteps);
     }

@@ -30,10 +30,14 @@ import reactor.core.publisher.MonoSink;
  *       second request for a lock already in the statement waits for the next one, in its place.</li>
  *   <li>Each request gets its own reply: the statement answers for every row. A statement that fails as a whole
  *       fails every request it carried, each with the error classified for its own lock, except a statement
- *       rolled back by a wait for one lock ({@code retryAlone}): it changed nothing, and each request is run
- *       again alone, so that one contended lock does not fail the others.</li>
+ *       rolled back by a wait for one lock ({@code retryAlone}): it changed nothing, and each request goes back
+ *       to the head of the line to run again alone, so that one contended lock does not fail the others; those
+ *       reruns take the slots like any statement (at most {@link #MAX_IN_FLIGHT} at once), each with a new
+ *       command timeout to wait for one. So does a request whose reply says the statement skipped it
+ *       ({@code replyRunAlone}: its lock's row was locked by someone else).</li>
  *   <li>A request that has waited longer than the command timeout when a statement could take it fails without
- *       being sent ({@link PostgresErrors.NotConnectedException}: nothing ran, no undo needed).</li>
+ *       being sent ({@link PostgresErrors.NotConnectedException}, "not sent": nothing ran, no undo needed). A
+ *       request can so take up to about twice the command timeout: its wait for a slot, then its statement.</li>
  * </ul>
  * Cancelling a request before it leaves takes it back; after, its statement runs on (the lease runtime
  * subscribes to the store's replies itself and undoes what an abandoned attempt took). Thread-safe.
@@ -56,6 +60,7 @@ final class StatementBatcher<R, T> {
     private final Function<List<R>, Mono<List<T>>> many;
     private final Function<R, String> key;
     private final Predicate<Throwable> retryAlone;
+    private final Predicate<T> replyRunAlone;
     private final BiFunction<Throwable, R, Throwable> classify;
     private final Duration commandTimeout;
     private final long timeoutNanos;
@@ -70,15 +75,18 @@ final class StatementBatcher<R, T> {
      *     unclassified
      * @param key the lock a request concerns: a statement carries each once
      * @param retryAlone whether a failure of {@code many} changed nothing and its requests should be run alone
+     * @param replyRunAlone whether a reply of {@code many} says that its request was skipped, to be run alone
      * @param classify a failure of {@code many} as the given request reports it
      * @param commandTimeout the command timeout
      */
     StatementBatcher(Function<R, Mono<T>> one, Function<List<R>, Mono<List<T>>> many, Function<R, String> key,
-            Predicate<Throwable> retryAlone, BiFunction<Throwable, R, Throwable> classify, Duration commandTimeout) {
+            Predicate<Throwable> retryAlone, Predicate<T> replyRunAlone, BiFunction<Throwable, R, Throwable> classify,
+            Duration commandTimeout) {
         this.one = one;
         this.many = many;
         this.key = key;
         this.retryAlone = retryAlone;
+        this.replyRunAlone = replyRunAlone;
         this.classify = classify;
         this.commandTimeout = commandTimeout;
         this.timeoutNanos = commandTimeout.toNanos();
@@ -92,7 +100,7 @@ final class StatementBatcher<R, T> {
      */
     Mono<T> send(R request) {
         return Mono.create(sink -> {
-            Pending<R, T> pending = new Pending<>(request, sink, System.nanoTime(), new AtomicBoolean());
+            Pending<R, T> pending = new Pending<>(request, sink, System.nanoTime(), new AtomicBoolean(), false);
             sink.onCancel(() -> pending.cancelled.set(true));
             synchronized (waiting) {
                 waiting.addLast(pending);
@@ -122,7 +130,8 @@ final class StatementBatcher<R, T> {
             // Signalled outside the lock: a subscriber may send again at once.
             for (Pending<R, T> late : expired) {
                 late.sink.error(classify.apply(new PostgresErrors.NotConnectedException("waited longer than the command timeout ("
-                        + commandTimeout.toMillis() + " ms) for a statement", null), late.request));
+                        + commandTimeout.toMillis() + " ms) for one of the " + MAX_IN_FLIGHT + " statements of its kind", null,
+                        true), late.request));
             }
             if (batch.isEmpty()) {
                 continue;
@@ -148,6 +157,12 @@ final class StatementBatcher<R, T> {
             } else if (now - next.queuedAt > timeoutNanos) {
                 it.remove();
                 expired.add(next);
+            } else if (next.alone) {
+                if (batch.isEmpty()) {
+                    it.remove();
+                    batch.add(next);
+                    break;
+                }
             } else if (keys.add(key.apply(next.request))) {
                 it.remove();
                 batch.add(next);
@@ -180,9 +195,11 @@ final class StatementBatcher<R, T> {
         statements.incrementAndGet();
         subscribe(() -> many.apply(requests), (replies, error) -> {
             if (error != null && retryAlone.test(error)) {
-                runAlone(batch);
+                runAgainAlone(batch);
+                finished();
                 return;
             }
+            List<Pending<R, T>> skipped = new ArrayList<>(0);
             try {
                 if (error == null && (replies == null || replies.size() != batch.size())) {
                     error = new IllegalStateException("a lease statement of " + batch.size() + " locks answered "
@@ -190,13 +207,29 @@ final class StatementBatcher<R, T> {
                 }
                 for (int i = 0; i < batch.size(); i++) {
                     Pending<R, T> pending = batch.get(i);
-                    settle(pending, error == null && replies != null ? replies.get(i) : null,
-                            error == null ? null : classify.apply(error, pending.request));
+                    T reply = error == null && replies != null ? replies.get(i) : null;
+                    if (reply != null && replyRunAlone.test(reply)) {
+                        skipped.add(pending);
+                    } else {
+                        settle(pending, reply, error == null ? null : classify.apply(error, pending.request));
+                    }
                 }
             } finally {
+                runAgainAlone(skipped);
                 finished();
             }
         });
+    }
+
+    /** Back to the head of the line, each to run alone, through the slots like any other statement. */
+    private void runAgainAlone(List<Pending<R, T>> batch) {
+        long now = System.nanoTime();
+        synchronized (waiting) {
+            for (int i = batch.size() - 1; i >= 0; i--) {
+                Pending<R, T> pending = batch.get(i);
+                waiting.addFirst(new Pending<>(pending.request, pending.sink, now, pending.cancelled, true));
+            }
+        }
     }
 
     private static <R, T> void settle(Pending<R, T> pending, @Nullable T value, @Nullable Throwable error) {
@@ -241,6 +274,7 @@ final class StatementBatcher<R, T> {
         drain();
     }
 
-    private record Pending<R, T>(R request, MonoSink<T> sink, long queuedAt, AtomicBoolean cancelled) {
+    /** A request in line; {@code alone}: to run in a statement of its own (its shared statement was rolled back). */
+    private record Pending<R, T>(R request, MonoSink<T> sink, long queuedAt, AtomicBoolean cancelled, boolean alone) {
     }
 }
