@@ -136,14 +136,14 @@ public final class LeasingLockClient implements FencedLockClient {
             return Mono.error(new NullPointerException("options must not be null"));
         }
         ClientSettings settings = runtime.settings();
-        Duration leaseTime = options.leaseTime() != null ? options.leaseTime() : settings.leaseTime();
         Duration maxWait = options.maxWait() != null ? options.maxWait() : settings.maxWait();
+        Duration leaseTime = leaseTimeOf(options);
         String leaseProblem = settings.problemWithLeaseTime(leaseTime);
         if (!leaseProblem.isEmpty()) {
             return Mono.error(new IllegalArgumentException(leaseProblem));
         }
         long leaseNanos = leaseTime.toNanos();
-        long capNanos = options.maxHold() != null ? options.maxHold().toNanos() : 0;
+        long capNanos = capNanosOf(options);
         return Mono.deferContextual(ctx -> {
             if (closed.get()) {
                 return Mono.error(LockClientClosedException.of(name));
@@ -180,13 +180,13 @@ public final class LeasingLockClient implements FencedLockClient {
         @SuppressWarnings("unchecked")
         List<String> ordered = (List<String>) checked;
         ClientSettings settings = runtime.settings();
-        Duration leaseTime = options.leaseTime() != null ? options.leaseTime() : settings.leaseTime();
+        Duration leaseTime = leaseTimeOf(options);
         String leaseProblem = settings.problemWithLeaseTime(leaseTime);
         if (!leaseProblem.isEmpty()) {
             return Mono.error(new IllegalArgumentException(leaseProblem));
         }
         long leaseNanos = leaseTime.toNanos();
-        long capNanos = options.maxHold() != null ? options.maxHold().toNanos() : 0;
+        long capNanos = capNanosOf(options);
         return Mono.deferContextual(ctx -> {
             String first = ordered.isEmpty() ? "" : ordered.get(0);
             if (closed.get()) {
@@ -209,6 +209,16 @@ public final class LeasingLockClient implements FencedLockClient {
             return emission == null ? batch : batch.publishOn(emission);
         }).doOnDiscard(dev.fenced.lock.FencedLeaseBatch.class, LeaseBatches::releaseDiscarded)
                 .contextWrite(DroppedLeases::releaseIn);
+    }
+
+    /** The lease time an acquire asks for: the options' own, else the client's. */
+    private Duration leaseTimeOf(AcquireOptions options) {
+        return options.leaseTime() != null ? options.leaseTime() : runtime.settings().leaseTime();
+    }
+
+    /** The hold cap an acquire asks for, in nanoseconds; 0 for none. */
+    private static long capNanosOf(AcquireOptions options) {
+        return options.maxHold() != null ? options.maxHold().toNanos() : 0;
     }
 
     /** An acquire refused up front: a lease granted now could never be renewed. */
