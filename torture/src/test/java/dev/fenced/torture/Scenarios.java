@@ -384,6 +384,64 @@ final class Scenarios {
     }
 
     /**
+     * (L) The lock-set workload's faults: partitions of half of the workers from the lock service every
+     * {@code everyMillis} (as {@link #partition}), each after a scripted take-over on the witness resource, so that
+     * every run has a paused writer whatever the workers' random pauses did: a holder reads the set (claiming its row
+     * on the fenced arms) and checks its lease, then pauses with its renewal frozen for three leases; another holder
+     * takes the lock once the lease expired, writes its element and releases; then the paused holder writes its set
+     * back with a view of the lease that still believes it is held. Storage must refuse that write on the fenced arms;
+     * on the controls it overwrites the newer holder's element, which the checker's I7 must flag. The run fails if no
+     * round produced the take-over.
+     */
+    static Run.Nemesis lockSetPartitions(long everyMillis) {
+        return context -> {
+            String resource = context.setup.witnessResources().get(0);
+            Witness paused = new Witness(context, "witness-paused", context.locker("witness-paused"));
+            Witness next = new Witness(context, "witness-next", context.locker("witness-next"));
+            List<TcpProxy> proxies = new ArrayList<>(context.workerProxies());
+            int takeOvers = 0;
+            for (int round = 1; context.timeLeft(); round++) {
+                if (lockSetTakeOver(context, resource, paused, next, round)) {
+                    takeOvers++;
+                }
+                if (!context.timeLeft()) {
+                    break;
+                }
+                partitionOnce(context, proxies);
+                context.pace(everyMillis);
+            }
+            if (takeOvers == 0) {
+                throw new IllegalStateException("No round of the lock-set take-over had a newer holder write during the "
+                        + "pause: the scenario's paused writer tested nothing");
+            }
+            LOG.info("Lock-set: {} scripted take-overs of a paused holder", takeOvers);
+        };
+    }
+
+    /** One take-over of {@link #lockSetPartitions}; false if a step could not run (recorded as such). */
+    private static boolean lockSetTakeOver(Run.Context context, String resource, Witness paused, Witness next, int round)
+            throws InterruptedException {
+        Witness.Held held = paused.acquire(resource, "ls" + round + "-paused");
+        if (held == null) {
+            return false;
+        }
+        Witness.SetStep step = paused.claimReadSetAndCheck(held);
+        if (step == null) {
+            return false;
+        }
+        long at = System.nanoTime();
+        Thread thaws = paused.stall(held, context.leaseTime().toMillis() * 3);
+        // Waits for the paused holder's lease to expire (the renewal is frozen), then writes and releases.
+        Witness.Held newer = next.acquire(resource, "ls" + round + "-next");
+        Witness.SetStep written = newer == null ? null : next.claimReadSetAndCheck(newer);
+        History.Outcome outcome = written == null ? History.Outcome.LOST : next.writeSetAndRelease(written, false);
+        thaws.join();
+        context.history.fault("lock-set holder paused past its lease", at, System.nanoTime());
+        paused.writeSetAndRelease(step, true);
+        return outcome == History.Outcome.OK;
+    }
+
+    /**
      * (12) Partitions that come and go: half of the workers, drawn anew each time, cut from the lock service for
      * {@code onLeases} lease times, then everyone connected for {@code offLeases} lease times, and again.
      */

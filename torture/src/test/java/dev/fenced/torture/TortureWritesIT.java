@@ -74,13 +74,14 @@ class TortureWritesIT {
 
     /**
      * Jepsen's lock-set workload ({@link Worker#operateLockSet}) in {@code arm}, the ledger where {@code locks} keeps it,
-     * under the workers' own pauses (renewal frozen, up to about one lease) and partitions of half of them from Redis
-     * for twice the lease.
+     * under the workers' own pauses (renewal frozen, up to about one lease), partitions of half of them from Redis
+     * for twice the lease, and a scripted paused writer in every round ({@link Scenarios#lockSetPartitions}), so that the
+     * fenced arms always have a stale write to refuse and the controls a lost element to show.
      */
     private static Checker.Result lockSet(String scenario, Arm arm, LockService locks) throws Exception {
         Run.Outcome outcome = Run.execute(new Run.Setup(scenario, arm, () -> locks, postgresUrl, 5,
                 List.of("set-1", "set-2"), List.of("witness"), PROFILE.lockSetWorkload(), LOCK_SET_SCENARIO),
-                Scenarios.partition(2_500));
+                Scenarios.lockSetPartitions(2_500));
         REPORT.add(outcome);
         Checker.Result result = outcome.result();
         assertThat(outcome.orphans().total()).as("locks of %s (%s) held by nobody: %s", scenario, arm.label(),

@@ -105,6 +105,55 @@ final class Witness {
         }
     }
 
+    /** A held grant of the lock-set workload whose row was claimed (the fenced arms) and read, waiting for its write. */
+    record SetStep(Held held, Ledger.SetState state) {
+    }
+
+    /**
+     * The lock-set workload's claim and read ({@link Ledger#claimAndReadSet}), then the holder's last check of its
+     * lease (none on {@link Arm#UNFENCED_ROW}); empty (the operation recorded) if storage refused the claim or the
+     * lease was gone by the check.
+     */
+    @Nullable SetStep claimReadSetAndCheck(Held held) {
+        Ledger.SetState state;
+        try {
+            state = context.ledger.claimAndReadSet(context.setup.arm(), held.grant());
+        } catch (RuntimeException e) {
+            finish(held, Worker.isStale(e) ? History.Outcome.STALE : History.Outcome.LOST, History.Step.CLAIM, 0, false,
+                    String.valueOf(e.getMessage()), Worker.storedOwner(e));
+            return null;
+        }
+        if (context.setup.arm() != Arm.UNFENCED_ROW && !held.grant().isHeld()) {
+            finish(held, History.Outcome.LOST, History.Step.CLAIM, 0, false, "lease lost before the write", null);
+            return null;
+        }
+        return new SetStep(held, state);
+    }
+
+    /**
+     * Writes the read set back with this operation's id added ({@link Ledger#writeSet}; with a lease view that still
+     * believes it is held, if {@code believed}) and releases; returns the write's outcome, as recorded.
+     */
+    History.Outcome writeSetAndRelease(SetStep step, boolean believed) {
+        Grant grant = step.held().grant();
+        String opId = step.held().opId();
+        long writeInvokedAt = System.nanoTime();
+        History.Outcome outcome;
+        String detail = "";
+        String rejectedBy = null;
+        try {
+            context.ledger.writeSet(context.setup.arm(), grant, view(grant, believed), step.state().balance() + 1,
+                    step.state().with(opId), opId);
+            outcome = History.Outcome.OK;
+        } catch (RuntimeException e) {
+            outcome = Worker.isStale(e) ? History.Outcome.STALE : History.Outcome.UNKNOWN;
+            detail = String.valueOf(e.getMessage());
+            rejectedBy = Worker.storedOwner(e);
+        }
+        finish(step.held(), outcome, History.Step.WRITE, writeInvokedAt, believed, detail, rejectedBy);
+        return outcome;
+    }
+
     /** Releases a grant that will not be written with, recorded as lost. */
     void abandon(Held held, String why) {
         finish(held, History.Outcome.LOST, History.Step.CLAIM, 0, false, why, null);
