@@ -21,7 +21,9 @@ import reactor.core.publisher.Mono;
  * rounds that are not reported. Per lock and round it reports pairs/s, p50/p99, and per pair: the CPU time of all
  * threads and the bytes they allocated (ThreadMXBean), and the voluntary context switches of every thread of the
  * process ({@code /proc/self/task/}*{@code /status}): each is a thread that parked and had to be woken, so their
- * count per pair, by thread, is the count of wake-ups (thread hops) a pair costs. The next pair starts from the
+ * count per pair, by thread, is the count of wake-ups (thread hops) a pair costs; and the server's side: the time
+ * Redis spent executing the lock's requests ({@code usec} of {@code INFO commandstats}) and its CPU time
+ * ({@code INFO cpu}), per pair. The next pair starts from the
  * previous release's reply, on the Lettuce event loop, as in the harness.
  *
  * <p>Run: {@code java -cp <benchmarks classpath> dev.fenced.bench.OneInFlightDriver [redisUri] [pairs] [rounds]
@@ -59,11 +61,11 @@ final class OneInFlightDriver {
                 : List.of(new FencedLock(uri, prefix + "f:"), new BareLettuceLock(uri, prefix + "b:", false),
                         new BareLettuceLock(uri, prefix + "c:", true));
         Map<String, List<Row>> rows = new HashMap<>();
-        try {
+        try (RedisStats server = new RedisStats(uri)) {
             for (int round = -2; round < rounds; round++) {
                 for (int i = 0; i < locks.size(); i++) {
                     LockUnderTest lock = locks.get(Math.floorMod(i + round, locks.size()));
-                    Row row = measure(lock, round < 0 ? pairs / 2 : pairs, "r" + round, fixed, inFlight);
+                    Row row = measure(lock, round < 0 ? pairs / 2 : pairs, "r" + round, fixed, inFlight, server);
                     if (round >= 0) {
                         rows.computeIfAbsent(lock.label(), k -> new ArrayList<>()).add(row);
                         System.out.println(String.format(Locale.ROOT, "round %d %-32s %s", round, lock.label(), row));
@@ -75,9 +77,10 @@ final class OneInFlightDriver {
             for (LockUnderTest lock : locks) {
                 List<Row> mine = rows.get(lock.label());
                 System.out.println(String.format(Locale.ROOT, "%-32s pairs/s %.0f  p50 %.1f µs  p99 %.1f µs  CPU %.1f µs"
-                                + "  alloc %.0f B  wake-ups %.2f", lock.label(), median(mine, Row::pairsPerSecond),
-                        median(mine, Row::p50), median(mine, Row::p99), median(mine, Row::cpuMicros),
-                        median(mine, Row::allocBytes), median(mine, Row::wakeUps)));
+                                + "  alloc %.0f B  wake-ups %.2f  Redis %.1f µs (CPU %.1f µs)", lock.label(),
+                        median(mine, Row::pairsPerSecond), median(mine, Row::p50), median(mine, Row::p99),
+                        median(mine, Row::cpuMicros), median(mine, Row::allocBytes), median(mine, Row::wakeUps),
+                        median(mine, Row::redisMicros), median(mine, Row::redisCpuMicros)));
             }
         } finally {
             for (LockUnderTest lock : locks) {
@@ -87,9 +90,11 @@ final class OneInFlightDriver {
         }
     }
 
-    private static Row measure(LockUnderTest lock, int pairs, String round, boolean fixed, int inFlight)
-            throws IOException {
+    private static Row measure(LockUnderTest lock, int pairs, String round, boolean fixed, int inFlight,
+            RedisStats server) throws IOException {
         Latencies latencies = new Latencies(pairs);
+        long redisBefore = server.requestMicros();
+        double redisCpuBefore = server.cpuSeconds();
         Map<String, Long> switchesBefore = switchesByThread();
         long cpuBefore = cpuNanos();
         long allocBefore = allocatedBytes();
@@ -103,6 +108,8 @@ final class OneInFlightDriver {
                 .blockLast(Duration.ofMinutes(10));
         double seconds = (System.nanoTime() - start) / 1e9;
         long cpu = cpuNanos() - cpuBefore;
+        double redisMicros = (double) (server.requestMicros() - redisBefore) / pairs;
+        double redisCpuMicros = (server.cpuSeconds() - redisCpuBefore) * 1e6 / pairs;
         long alloc = allocatedBytes() - allocBefore;
         Map<String, Long> switches = switchesByThread();
         Map<String, Double> perThread = new TreeMap<>();
@@ -115,7 +122,7 @@ final class OneInFlightDriver {
             total += delta;
         }
         return new Row(pairs / seconds, latencies.percentileMicros(50), latencies.percentileMicros(99),
-                cpu / 1e3 / pairs, (double) alloc / pairs, total / pairs, perThread);
+                cpu / 1e3 / pairs, (double) alloc / pairs, total / pairs, redisMicros, redisCpuMicros, perThread);
     }
 
     /** CPU time of every live thread (threads that ended during a round are missed; none should). */
@@ -186,14 +193,15 @@ final class OneInFlightDriver {
     }
 
     private record Row(double pairsPerSecond, double p50, double p99, double cpuMicros, double allocBytes,
-            double wakeUps, Map<String, Double> wakeUpsByThread) {
+            double wakeUps, double redisMicros, double redisCpuMicros, Map<String, Double> wakeUpsByThread) {
 
         @Override
         public String toString() {
             StringBuilder threads = new StringBuilder();
             perThread(threads);
-            return String.format(Locale.ROOT, "pairs/s %.0f p50 %.1f p99 %.1f CPU %.1f µs alloc %.0f B wake-ups %.2f [%s]",
-                    pairsPerSecond, p50, p99, cpuMicros, allocBytes, wakeUps, threads);
+            return String.format(Locale.ROOT, "pairs/s %.0f p50 %.1f p99 %.1f CPU %.1f µs alloc %.0f B wake-ups %.2f"
+                    + " Redis %.1f µs (CPU %.1f µs) [%s]", pairsPerSecond, p50, p99, cpuMicros, allocBytes, wakeUps,
+                    redisMicros, redisCpuMicros, threads);
         }
 
         private void perThread(StringBuilder out) {

@@ -50,6 +50,23 @@ final class RedisStats implements ServerCounters, AutoCloseable {
     }
 
     /**
+     * Microseconds the server spent executing commands sent by clients ({@code usec} of {@code INFO commandstats}):
+     * scripts and pub/sub commands, including the commands scripts ran, excluding this reader's {@code INFO}.
+     */
+    long requestMicros() {
+        long total = 0;
+        for (String line : connection.sync().info("commandstats").split("\r?\n")) {
+            String command = line.startsWith("cmdstat_") ? line.substring(8, line.indexOf(':')) : "";
+            if (java.util.List.of("evalsha", "eval", "subscribe", "unsubscribe", "ssubscribe", "sunsubscribe")
+                    .contains(command)) {
+                int start = line.indexOf("usec=") + 5;
+                total += Long.parseLong(line.substring(start, line.indexOf(',', start)));
+            }
+        }
+        return total;
+    }
+
+    /**
      * Client requests (round trips) among the calls between two snapshots: scripts and pub/sub commands, not
      * the commands scripts run inside Redis, which {@code INFO commandstats} counts too.
      */
