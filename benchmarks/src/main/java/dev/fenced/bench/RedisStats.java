@@ -6,6 +6,10 @@ import io.lettuce.core.api.StatefulRedisConnection;
 /** Reads the server's command counters (INFO commandstats) before and after a workload. */
 final class RedisStats implements ServerCounters, AutoCloseable {
 
+    /** The commands a client sends as requests of its own, not from inside a script. */
+    private static final java.util.List<String> REQUESTS =
+            java.util.List.of("evalsha", "eval", "subscribe", "unsubscribe", "ssubscribe", "sunsubscribe");
+
     private final RedisClient client;
     private final StatefulRedisConnection<String, String> connection;
 
@@ -57,8 +61,7 @@ final class RedisStats implements ServerCounters, AutoCloseable {
         long total = 0;
         for (String line : connection.sync().info("commandstats").split("\r?\n")) {
             String command = line.startsWith("cmdstat_") ? line.substring(8, line.indexOf(':')) : "";
-            if (java.util.List.of("evalsha", "eval", "subscribe", "unsubscribe", "ssubscribe", "sunsubscribe")
-                    .contains(command)) {
+            if (REQUESTS.contains(command)) {
                 int start = line.indexOf("usec=") + 5;
                 total += Long.parseLong(line.substring(start, line.indexOf(',', start)));
             }
@@ -72,7 +75,7 @@ final class RedisStats implements ServerCounters, AutoCloseable {
      */
     static long requests(java.util.Map<String, Long> before, java.util.Map<String, Long> after) {
         long total = 0;
-        for (String command : java.util.List.of("evalsha", "eval", "subscribe", "unsubscribe", "ssubscribe", "sunsubscribe")) {
+        for (String command : REQUESTS) {
             total += after.getOrDefault(command, 0L) - before.getOrDefault(command, 0L);
         }
         return total;

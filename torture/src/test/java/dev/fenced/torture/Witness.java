@@ -135,23 +135,9 @@ final class Witness {
      * believes it is held, if {@code believed}) and releases; returns the write's outcome, as recorded.
      */
     History.Outcome writeSetAndRelease(SetStep step, boolean believed) {
-        Grant grant = step.held().grant();
         String opId = step.held().opId();
-        long writeInvokedAt = System.nanoTime();
-        History.Outcome outcome;
-        String detail = "";
-        String rejectedBy = null;
-        try {
-            context.ledger.writeSet(context.setup.arm(), grant, view(grant, believed), step.state().balance() + 1,
-                    step.state().with(opId), opId);
-            outcome = History.Outcome.OK;
-        } catch (RuntimeException e) {
-            outcome = Worker.isStale(e) ? History.Outcome.STALE : History.Outcome.UNKNOWN;
-            detail = String.valueOf(e.getMessage());
-            rejectedBy = Worker.storedOwner(e);
-        }
-        finish(step.held(), outcome, History.Step.WRITE, writeInvokedAt, believed, detail, rejectedBy);
-        return outcome;
+        return writeThenRelease(step.held(), believed, view -> context.ledger.writeSet(context.setup.arm(),
+                step.held().grant(), view, step.state().balance() + 1, step.state().with(opId), opId));
     }
 
     /** Releases a grant that will not be written with, recorded as lost. */
@@ -164,20 +150,29 @@ final class Witness {
      * the write's outcome, as recorded.
      */
     History.Outcome writeAndRelease(Step step, boolean believed) {
-        Grant grant = step.grant();
+        return writeThenRelease(step.held(), believed, view -> context.ledger.write(context.setup.arm(), step.grant(),
+                view, step.balance() + 1, step.held().opId()));
+    }
+
+    /**
+     * Runs {@code write} with the lease view ({@link #view}), then releases and records the outcome: OK, STALE if
+     * storage refused the token, else UNKNOWN.
+     */
+    private History.Outcome writeThenRelease(Held held, boolean believed,
+            java.util.function.Consumer<@Nullable FencedLease> write) {
         long writeInvokedAt = System.nanoTime();
         History.Outcome outcome;
         String detail = "";
         String rejectedBy = null;
         try {
-            context.ledger.write(context.setup.arm(), grant, view(grant, believed), step.balance() + 1, step.held().opId());
+            write.accept(view(held.grant(), believed));
             outcome = History.Outcome.OK;
         } catch (RuntimeException e) {
             outcome = Worker.isStale(e) ? History.Outcome.STALE : History.Outcome.UNKNOWN;
             detail = String.valueOf(e.getMessage());
             rejectedBy = Worker.storedOwner(e);
         }
-        finish(step.held(), outcome, History.Step.WRITE, writeInvokedAt, believed, detail, rejectedBy);
+        finish(held, outcome, History.Step.WRITE, writeInvokedAt, believed, detail, rejectedBy);
         return outcome;
     }
 
