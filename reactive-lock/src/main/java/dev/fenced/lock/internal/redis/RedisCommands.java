@@ -2,17 +2,13 @@ package dev.fenced.lock.internal.redis;
 
 import dev.fenced.lock.FencedLockException;
 import dev.fenced.lock.internal.ClientSettings;
-import io.lettuce.core.AbstractRedisReactiveCommands;
 import io.lettuce.core.RedisNoScriptException;
 import io.lettuce.core.ScriptOutputType;
-import io.lettuce.core.api.StatefulRedisConnection;
-import io.lettuce.core.api.async.RedisAsyncCommands;
 import io.lettuce.core.cluster.api.reactive.RedisClusterReactiveCommands;
 import java.time.Duration;
 import java.util.List;
 import java.util.function.Function;
 import java.util.function.Supplier;
-import org.jspecify.annotations.Nullable;
 import reactor.core.publisher.Mono;
 import reactor.core.scheduler.Scheduler;
 
@@ -60,34 +56,12 @@ final class RedisCommands {
                 .defaultIfEmpty(List.of());
     }
 
-    /**
-     * {@code EVALSHA}, falling back to {@code EVAL} when the server lost its script cache. Sent through Lettuce's
-     * asynchronous API where the connection is a standalone (or Sentinel-managed) one: the reactive API allocates a
-     * 256-slot queue and a {@code Flux} for every command (about 2 KB, issue 26's one-in-flight profile), the
-     * asynchronous one a future. The call is cold either way: nothing is sent before it is subscribed to. A Redis
-     * Cluster connection routes through the reactive API.
-     */
+    /** {@code EVALSHA}, falling back to {@code EVAL} when the server lost its script cache. */
     static <T> Mono<T> eval(RedisClusterReactiveCommands<String, String> r, LuaScript script, ScriptOutputType type,
             String[] scriptKeys, String[] args) {
-        RedisAsyncCommands<String, String> async = asyncOf(r);
-        if (async != null) {
-            return Mono.<T>fromFuture(() -> async.<T>evalsha(script.sha1(), type, scriptKeys, args).toCompletableFuture())
-                    .onErrorResume(RedisNoScriptException.class, e -> Mono.fromFuture(
-                            () -> async.<T>eval(script.source(), type, scriptKeys, args).toCompletableFuture()));
-        }
         return r.<T>evalsha(script.sha1(), type, scriptKeys, args)
                 .onErrorResume(RedisNoScriptException.class, e -> r.eval(script.source(), type, scriptKeys, args))
                 .next();
-    }
-
-    /** The asynchronous commands of {@code r}'s connection, if it is a standalone one; else null. */
-    @SuppressWarnings("unchecked")
-    private static @Nullable RedisAsyncCommands<String, String> asyncOf(RedisClusterReactiveCommands<String, String> r) {
-        if (r instanceof AbstractRedisReactiveCommands<?, ?> commands
-                && commands.getConnection() instanceof StatefulRedisConnection<?, ?> connection) {
-            return ((StatefulRedisConnection<String, String>) connection).async();
-        }
-        return null;
     }
 
     /** A command on the command connection. */
