@@ -149,23 +149,39 @@ final class StorageWorkloads {
      */
     Writes unlockedMultiRow(int items, int round) {
         return pages("batch without locks, one multi-row UPDATE a page, " + BATCH + " items a page, " + CONCURRENCY / BATCH
-                + " pages in flight", items, chunk -> {
-                    StringBuilder sql = new StringBuilder("UPDATE " + db.table + " SET balance = v.balance FROM (VALUES ");
-                    for (int r = 0; r < chunk.size(); r++) {
-                        sql.append(r == 0 ? "" : ", ").append("($").append(2 * r + 1).append("::bigint, $").append(2 * r + 2)
-                                .append("::bigint)");
-                    }
-                    sql.append(") AS v (id, balance) WHERE " + db.table + ".id = v.id");
-                    return Mono.usingWhen(db.connections.create(), (Connection c) -> {
-                                io.r2dbc.spi.Statement statement = c.createStatement(sql.toString());
-                                for (int r = 0; r < chunk.size(); r++) {
-                                    statement.bind(2 * r, (long) (chunk.get(r) % rows)).bind(2 * r + 1, (long) round);
-                                }
-                                return Flux.from(statement.execute()).flatMap(Result::getRowsUpdated).reduce(0L, Long::sum);
-                            }, Connection::close)
-                            .flatMap(updated -> updated == chunk.size() ? Mono.<Void>empty()
-                                    : Mono.error(BenchmarkException.rowMissing(db.table, chunk.get(0) % rows)));
-                });
+                + " pages in flight", items, chunk -> multiRowUpdate(chunk.stream().map(i -> (long) (i % rows)).toList(),
+                        round, false)
+                        .flatMap(updated -> updated == chunk.size() ? Mono.<Void>empty()
+                                : Mono.error(BenchmarkException.rowMissing(db.table, chunk.get(0) % rows))));
+    }
+
+    /**
+     * One plain multi-row {@code UPDATE … SET balance = v.balance FROM (VALUES …) AS v (id, balance) WHERE id = v.id}
+     * of the rows {@code ids}, on a connection of the pool: in auto-commit, or between {@code BEGIN} and
+     * {@code COMMIT}.
+     *
+     * @param ids the rows
+     * @param balance the balance written
+     * @param inTransaction whether to run it in a transaction of its own
+     * @return the rows updated
+     */
+    Mono<Long> multiRowUpdate(List<Long> ids, long balance, boolean inTransaction) {
+        StringBuilder sql = new StringBuilder("UPDATE " + db.table + " SET balance = v.balance FROM (VALUES ");
+        for (int r = 0; r < ids.size(); r++) {
+            sql.append(r == 0 ? "" : ", ").append("($").append(2 * r + 1).append("::bigint, $").append(2 * r + 2)
+                    .append("::bigint)");
+        }
+        sql.append(") AS v (id, balance) WHERE " + db.table + ".id = v.id");
+        return Mono.usingWhen(db.connections.create(), (Connection c) -> {
+            io.r2dbc.spi.Statement statement = c.createStatement(sql.toString());
+            for (int r = 0; r < ids.size(); r++) {
+                statement.bind(2 * r, ids.get(r)).bind(2 * r + 1, balance);
+            }
+            Mono<Long> run = Flux.from(statement.execute()).flatMap(Result::getRowsUpdated).reduce(0L, Long::sum);
+            return inTransaction
+                    ? Mono.from(c.beginTransaction()).then(run).flatMap(n -> Mono.from(c.commitTransaction()).thenReturn(n))
+                    : run;
+        }, Connection::close);
     }
 
     /**

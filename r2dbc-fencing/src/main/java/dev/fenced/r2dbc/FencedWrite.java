@@ -829,6 +829,34 @@ public final class FencedWrite {
                         .append(dialect.lockingRead()).build());
     }
 
+    /**
+     * Whether {@code other}'s SQL of any kind is this spec's: the same table, key and value columns in order, fencing
+     * columns and rule, what {@link #shape} names besides the kind and dialect, compared without building text (a
+     * batch compares every item's spec with the first's).
+     */
+    boolean sameShape(FencedWrite other) {
+        return table.equals(other.table) && tokenColumn.equals(other.tokenColumn)
+                && Objects.equals(ownerColumn, other.ownerColumn) && rule == other.rule
+                && sameNames(keys, other.keys) && sameNames(values, other.values);
+    }
+
+    private static boolean sameNames(List<Column> a, List<Column> b) {
+        if (a.size() != b.size()) {
+            return false;
+        }
+        for (int i = 0; i < a.size(); i++) {
+            if (!a.get(i).name().equals(b.get(i).name())) {
+                return false;
+            }
+        }
+        return true;
+    }
+
+    /** Whether the spec names at least one key column. */
+    boolean hasKeys() {
+        return !keys.isEmpty();
+    }
+
     /** What the SQL depends on: the statement kind, the dialect, the table, the columns in order, and the rule. */
     String shape(String kind, SqlDialect dialect) {
         StringBuilder b = new StringBuilder(kind).append('\u0000').append(dialect.name()).append('\u0000').append(table)

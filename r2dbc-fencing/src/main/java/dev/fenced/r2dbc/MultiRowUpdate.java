@@ -85,7 +85,6 @@ final class MultiRowUpdate {
                     + " values a row, " + binds + " for " + items.size() + " items: at most " + MAX_BINDS + " values "
                     + "(PostgreSQL's limit), so at most " + MAX_BINDS / width(first) + " items of this shape");
         }
-        String shape = first.shape("UPDATE", dialect);
         Set<List<@Nullable Object>> keys = new HashSet<>();
         List<String> columns = first.columnNames();
         @Nullable Class<?>[] classes = new Class<?>[columns.size()];
@@ -95,10 +94,10 @@ final class MultiRowUpdate {
                 return new IllegalArgumentException("A multi-row fenced write does not check leases (checkLease): "
                         + "write such rows one by one");
             }
-            if (write.keyColumns().isEmpty()) {
+            if (!write.hasKeys()) {
                 return new IllegalArgumentException("A fenced write of " + write.table() + " needs at least one key(...)");
             }
-            if (!write.shape("UPDATE", dialect).equals(shape)) {
+            if (write != first && !write.sameShape(first)) {
                 return new IllegalArgumentException("The items of a multi-row fenced write must have one shape (table, "
                         + "key and value columns in order, fencing columns, rule): " + write + " differs from " + first);
             }
@@ -161,15 +160,14 @@ final class MultiRowUpdate {
     private static Mono<Void> oneStatement(Connection connection, SqlDialect dialect, List<FencedWrite.Item> items,
             List<Integer> toSend, @Nullable FencedWrite.ItemOutcome[] outcomes) {
         FencedWrite first = items.get(toSend.get(0)).write();
-        // Not cached: one text per row count would crowd the other shapes out of the bounded cache.
-        Sql sql = build(first, dialect, toSend.size());
+        Sql sql = SqlCache.getMultiRow(first.shape("UPDATE", dialect), toSend.size(),
+                () -> build(first, dialect, toSend.size()));
         List<Sql.Param> params = rowsOf(items, toSend, item -> item.write().rowParams(item.lease()));
         FencedWrite.Item firstItem = items.get(toSend.get(0));
-        String schema = first.schemaDescriptionFor(dialect);
         return Flux.from(sql.bind(connection.createStatement(sql.text()), params).execute())
                 .flatMap(result -> result.map((row, meta) -> Objects.requireNonNull(row.get(0, Integer.class))))
                 .collect(HashSet<Integer>::new, Set::add)
-                .onErrorMap(e -> SqlErrors.classify(e, schema))
+                .onErrorMap(e -> SqlErrors.classify(e, first.schemaDescriptionFor(dialect)))
                 .onErrorMap(e -> SqlErrors.conflict(e, firstItem.lease().name(), first.table() + " (" + toSend.size()
                         + " rows)"))
                 .flatMap(writtenRows -> {
@@ -211,7 +209,8 @@ final class MultiRowUpdate {
     private static Mono<Void> explainAll(Connection connection, SqlDialect dialect, List<FencedWrite.Item> items,
             List<Integer> unwritten, @Nullable FencedWrite.ItemOutcome[] outcomes) {
         FencedWrite first = items.get(unwritten.get(0)).write();
-        Sql sql = buildRead(first, dialect, unwritten.size());
+        Sql sql = SqlCache.getMultiRow(first.shape("READ", dialect), unwritten.size(),
+                () -> buildRead(first, dialect, unwritten.size()));
         List<Sql.Param> params = rowsOf(items, unwritten, item -> item.write().keyParamsOfRow());
         boolean owner = first.ownerColumn() != null;
         return Flux.from(sql.bind(connection.createStatement(sql.text()), params).execute())

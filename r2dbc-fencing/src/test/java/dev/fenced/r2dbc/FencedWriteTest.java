@@ -22,6 +22,51 @@ class FencedWriteTest {
     }
 
     @Test
+    void sameShapeAgreesWithTheShapeTextForEveryPartOfIt() {
+        FencedWrite base = FencedWrite.into("invoices").key("id", 1L).set("status", "PAID").set("amount", 10);
+        List<FencedWrite> variants = List.of(base,
+                FencedWrite.into("invoices").key("id", 2L).set("status", "VOID").set("amount", 0),
+                FencedWrite.into("ledger").key("id", 1L).set("status", "PAID").set("amount", 10),
+                FencedWrite.into("invoices").key("id", 1L).set("amount", 10).set("status", "PAID"),
+                FencedWrite.into("invoices").key("id", 1L).set("status", "PAID"),
+                FencedWrite.into("invoices").key("id", 1L).key("tenant", 3L).set("status", "PAID").set("amount", 10),
+                FencedWrite.into("invoices").key("tenant", 1L).set("status", "PAID").set("amount", 10),
+                base.rule(FencingRule.STRICTLY_NEWER),
+                base.fencingColumns("tok", "fencing_owner"),
+                base.fencingColumns("fencing_token", "own"),
+                base.fencingColumn("fencing_token"),
+                base.setNull("note", String.class));
+        for (FencedWrite a : variants) {
+            for (FencedWrite b : variants) {
+                assertThat(a.sameShape(b)).as("%s against %s", a, b)
+                        .isEqualTo(a.shape("UPDATE", PG).equals(b.shape("UPDATE", PG)));
+            }
+        }
+    }
+
+    @Test
+    void aMultiRowTextIsBuiltOncePerShapeAndRowCountInABoundOfItsOwn() {
+        String shape = FencedWrite.into("multi_row_cache_probe").key("id", 1L).shape("UPDATE", PG);
+        java.util.concurrent.atomic.AtomicInteger builds = new java.util.concurrent.atomic.AtomicInteger();
+        java.util.function.Supplier<Sql> build = () -> {
+            builds.incrementAndGet();
+            return new Sql.Builder(PG).append("SELECT 1").build();
+        };
+        Sql first = SqlCache.getMultiRow(shape, 3, build);
+        assertThat(SqlCache.getMultiRow(shape, 3, build)).isSameAs(first);
+        assertThat(builds).hasValue(1);
+        SqlCache.getMultiRow(shape, 4, build);
+        assertThat(builds).hasValue(2);
+        // Past the multi-row bound, single-row shapes are still kept.
+        for (int rows = 5; rows < 5 + SqlCache.MULTI_ROW_LIMIT + 10; rows++) {
+            SqlCache.getMultiRow(shape, rows, build);
+        }
+        String single = FencedWrite.into("single_row_cache_probe").key("id", 1L).shape("UPDATE", PG);
+        Sql kept = SqlCache.get(single, build);
+        assertThat(SqlCache.get(single, build)).isSameAs(kept);
+    }
+
+    @Test
     void strictRuleAcceptsOnlyNewerTokens() {
         assertThat(settle.rule(FencingRule.STRICTLY_NEWER).updateSql(PG).text()).endsWith(
                 "WHERE \"id\" = $3 AND (\"fencing_token\" IS NULL OR \"fencing_token\" < $4)");
