@@ -27,12 +27,13 @@ import reactor.core.publisher.Mono;
  * <p>Two other modes, as the storage workload runs them (two pages in flight): {@code lanes}, the batch API's pages and
  * the unlocked multi-row pages in turns, items/s and p50 of each; {@code lanesplit}, the batch API's pages alone with
  * the p50 of each of their three calls and, per page, the client's CPU time (the whole process), Redis's CPU time and
- * the time Redis spent executing the lock's requests.
+ * the time Redis spent executing the lock's requests; {@code locks}, the batch API's lock calls alone (acquire then
+ * release), pages/s and the client's CPU time per page.
  *
  * <p>Run: {@code java -cp <benchmarks classpath> dev.fenced.bench.BatchPhasesDriver [redisUri] [pages] [rounds]
- * [lanes|lanesplit]}, with {@code FENCED_POSTGRES_URL} naming the database (else the tests' resolution: an embedded
+ * [lanes|lanesplit|locks]}, with {@code FENCED_POSTGRES_URL} naming the database (else the tests' resolution: an embedded
  * server, whose figures are not this machine's PostgreSQL's). A measurement, not a test: it asserts nothing beyond
- * every row being written.
+ * every row being written. It deletes the keys of its prefix when done.
  */
 final class BatchPhasesDriver {
 
@@ -54,9 +55,17 @@ final class BatchPhasesDriver {
         int pages = args.length > 1 ? Integer.parseInt(args[1]) : 300;
         int rounds = args.length > 2 ? Integer.parseInt(args[2]) : 3;
         String prefix = "issue26-batch-" + ProcessHandle.current().pid() + ":";
+        try {
+            run(uri, pages, rounds, args.length > 3 ? args[3] : "", prefix);
+        } finally {
+            OneInFlightDriver.cleanUp(uri, prefix);
+        }
+    }
+
+    private static void run(String uri, int pages, int rounds, String mode, String prefix) {
         try (BenchPostgres db = BenchPostgres.start(ROWS);
                 FencedLock locks = new FencedLock(uri, prefix)) {
-            if (args.length > 3 && args[3].equals("lanes")) {
+            if (mode.equals("lanes")) {
                 // The storage workload's own pages, two in flight: the batch API and the unlocked multi-row batch in
                 // turns, items/s of each per round (for a profile of the batch API under its real concurrency).
                 StorageWorkloads storage = new StorageWorkloads(db, ROWS);
@@ -69,7 +78,26 @@ final class BatchPhasesDriver {
                 }
                 return;
             }
-            if (args.length > 3 && args[3].equals("lanesplit")) {
+            if (mode.equals("locks")) {
+                // The batch API's lock calls alone, two pages in flight: tryAcquireAll then releaseAll, for a
+                // profile of the lock client's own work per page.
+                for (int round = 0; round <= rounds; round++) {
+                    long cpu0 = OS.getProcessCpuTime();
+                    long start = System.nanoTime();
+                    Flux.range(0, pages).flatMap(page -> {
+                        List<String> names = new ArrayList<>();
+                        for (int r = 0; r < StorageWorkloads.BATCH; r++) {
+                            names.add("account-" + (page * StorageWorkloads.BATCH + r) % ROWS);
+                        }
+                        return locks.client().tryAcquireAll(names).flatMap(batch -> batch.releaseAll());
+                    }, 2).blockLast(Duration.ofMinutes(10));
+                    double seconds = (System.nanoTime() - start) / 1e9;
+                    System.out.printf(Locale.ROOT, "round %d  %8.0f pages/s  client CPU per page %5d us%n", round,
+                            pages / seconds, (OS.getProcessCpuTime() - cpu0) / 1_000 / pages);
+                }
+                return;
+            }
+            if (mode.equals("lanesplit")) {
                 for (int round = 0; round <= rounds; round++) {
                     Latencies acquire = new Latencies(pages);
                     Latencies write = new Latencies(pages);

@@ -172,7 +172,8 @@ final class OneInFlightDriver {
         return values[values.length / 2];
     }
 
-    private static void cleanUp(String uri, String prefix) {
+    /** Deletes the keys under {@code prefix} (a driver's own), as drivers do when done. */
+    static void cleanUp(String uri, String prefix) {
         io.lettuce.core.RedisClient client = io.lettuce.core.RedisClient.create(uri);
         try (var connection = client.connect()) {
             var sync = connection.sync();

@@ -2,13 +2,23 @@ package dev.fenced.lock.internal.redis;
 
 import dev.fenced.lock.FencedLockException;
 import dev.fenced.lock.internal.ClientSettings;
+import io.lettuce.core.AbstractRedisReactiveCommands;
 import io.lettuce.core.RedisNoScriptException;
 import io.lettuce.core.ScriptOutputType;
+import io.lettuce.core.api.StatefulRedisConnection;
 import io.lettuce.core.cluster.api.reactive.RedisClusterReactiveCommands;
+import io.lettuce.core.codec.StringCodec;
+import io.lettuce.core.output.CommandOutput;
+import io.lettuce.core.output.NestedMultiOutput;
+import io.lettuce.core.protocol.AsyncCommand;
+import io.lettuce.core.protocol.Command;
+import io.lettuce.core.protocol.CommandArgs;
+import io.lettuce.core.protocol.CommandType;
 import java.time.Duration;
 import java.util.List;
 import java.util.function.Function;
 import java.util.function.Supplier;
+import org.jspecify.annotations.Nullable;
 import reactor.core.publisher.Mono;
 import reactor.core.scheduler.Scheduler;
 
@@ -56,12 +66,74 @@ final class RedisCommands {
                 .defaultIfEmpty(List.of());
     }
 
-    /** {@code EVALSHA}, falling back to {@code EVAL} when the server lost its script cache. */
+    /**
+     * {@code EVALSHA}, falling back to {@code EVAL} when the server lost its script cache. A script with a
+     * {@code MULTI} reply on a standalone (or Sentinel-managed) connection that does not publish on a scheduler is
+     * written to the connection directly ({@link #dispatched}): Lettuce's reactive API allocates a 256-slot queue and
+     * a {@code Flux} for every command (about 2 KB of issue 26's 11.5 KB a pair at 1 in flight). Cold either way:
+     * nothing is sent before the Mono is subscribed to; the reply is emitted where the reactive API emits it.
+     */
     static <T> Mono<T> eval(RedisClusterReactiveCommands<String, String> r, LuaScript script, ScriptOutputType type,
             String[] scriptKeys, String[] args) {
+        StatefulRedisConnection<String, String> direct = type == ScriptOutputType.MULTI ? directOf(r) : null;
+        if (direct != null) {
+            return RedisCommands.<T>dispatched(direct, CommandType.EVALSHA, script.sha1(), scriptKeys, args)
+                    .onErrorResume(RedisNoScriptException.class,
+                            e -> dispatched(direct, CommandType.EVAL, script.source(), scriptKeys, args));
+        }
         return r.<T>evalsha(script.sha1(), type, scriptKeys, args)
                 .onErrorResume(RedisNoScriptException.class, e -> r.eval(script.source(), type, scriptKeys, args))
                 .next();
+    }
+
+    /**
+     * The connection of {@code r} when a script may be written to it directly: a standalone (or Sentinel-managed)
+     * connection whose client does not publish replies on a scheduler ({@code ClientOptions.publishOnScheduler},
+     * which only the reactive API honours); else null.
+     */
+    @SuppressWarnings("unchecked")
+    private static @Nullable StatefulRedisConnection<String, String> directOf(RedisClusterReactiveCommands<String, String> r) {
+        if (r instanceof AbstractRedisReactiveCommands<?, ?> commands
+                && commands.getConnection() instanceof StatefulRedisConnection<?, ?> connection
+                && !connection.getOptions().isPublishOnScheduler()) {
+            return (StatefulRedisConnection<String, String>) connection;
+        }
+        return null;
+    }
+
+    /**
+     * {@code EVALSHA digest} or {@code EVAL source} with a {@code MULTI} reply, written to the connection when
+     * subscribed to. The completion callback is registered before the command is dispatched, so the reply is
+     * emitted on the thread that decodes it (the connection's event loop), never on the subscriber's thread because
+     * the reply came first (which {@code Mono.fromFuture} of an already sent command does). Only a command the
+     * connection refuses at once (closed, or disconnected and rejecting commands) fails on the subscriber's thread.
+     * Cancelling does not recall the command (nothing can): its reply is then dropped.
+     */
+    private static <T> Mono<T> dispatched(StatefulRedisConnection<String, String> connection, CommandType type,
+            String script, String[] scriptKeys, String[] args) {
+        return Mono.create(sink -> {
+            CommandArgs<String, String> commandArgs = new CommandArgs<>(StringCodec.UTF8).add(script).add(scriptKeys.length)
+                    .addKeys(scriptKeys).addValues(args);
+            // A MULTI reply is a list; the caller names the type it reads it as (as the reactive API lets it).
+            @SuppressWarnings("unchecked")
+            CommandOutput<String, String, T> output =
+                    (CommandOutput<String, String, T>) (CommandOutput<String, String, ?>) new NestedMultiOutput<>(StringCodec.UTF8);
+            AsyncCommand<String, String, T> command = new AsyncCommand<>(new Command<>(type, output, commandArgs));
+            command.whenComplete((value, error) -> {
+                if (command.isCancelled()) {
+                    return;
+                }
+                if (error != null) {
+                    sink.error(error);
+                } else if (value == null) {
+                    sink.success();
+                } else {
+                    sink.success(value);
+                }
+            });
+            sink.onCancel(() -> command.cancel(false));
+            connection.dispatch(command);
+        });
     }
 
     /** A command on the command connection. */
