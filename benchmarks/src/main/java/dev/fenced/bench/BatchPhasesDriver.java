@@ -28,10 +28,11 @@ import reactor.core.publisher.Mono;
  * the unlocked multi-row pages in turns, items/s and p50 of each; {@code lanesplit}, the batch API's pages alone with
  * the p50 of each of their three calls and, per page, the client's CPU time (the whole process), Redis's CPU time and
  * the time Redis spent executing the lock's requests; {@code locks}, the batch API's lock calls alone (acquire then
- * release), pages/s and the client's CPU time per page.
+ * release), pages/s and the client's CPU time per page; {@code updates}, the storage workload's plain and fenced
+ * single-row {@code UPDATE}s in turns ({@code pages} of each, 64 in flight), their rates and client CPU per update.
  *
  * <p>Run: {@code java -cp <benchmarks classpath> dev.fenced.bench.BatchPhasesDriver [redisUri] [pages] [rounds]
- * [lanes|lanesplit|locks]}, with {@code FENCED_POSTGRES_URL} naming the database (else the tests' resolution: an embedded
+ * [lanes|lanesplit|locks|updates]}, with {@code FENCED_POSTGRES_URL} naming the database (else the tests' resolution: an embedded
  * server, whose figures are not this machine's PostgreSQL's). A measurement, not a test: it asserts nothing beyond
  * every row being written. It deletes the keys of its prefix when done.
  */
@@ -76,6 +77,24 @@ final class BatchPhasesDriver {
                             + "ratio %.2f  p50 %.0f / %.0f us%n", round, locked.perSecond(), unlocked.perSecond(),
                             locked.perSecond() / unlocked.perSecond(), locked.p50Micros(), unlocked.p50Micros());
                 }
+                return;
+            }
+            if (mode.equals("updates")) {
+                // Single-row plain and fenced UPDATEs, 64 in flight, in turns: the storage workload's first pair.
+                StorageWorkloads storage = new StorageWorkloads(db, ROWS);
+                FencedLease lease = Objects.requireNonNull(locks.client().acquire("storage-updates")
+                        .block(Duration.ofSeconds(30)));
+                for (int round = 0; round <= rounds; round++) {
+                    long c0 = OS.getProcessCpuTime();
+                    StorageWorkloads.Writes plain = storage.plainUpdates(pages, round);
+                    long c1 = OS.getProcessCpuTime();
+                    StorageWorkloads.Writes fenced = storage.fencedUpdates(lease, pages, round);
+                    long c2 = OS.getProcessCpuTime();
+                    System.out.printf(Locale.ROOT, "round %d  plain %8.0f/s  fenced %8.0f/s  ratio %.2f  client CPU per "
+                            + "update %5.1f / %5.1f us%n", round, plain.perSecond(), fenced.perSecond(),
+                            fenced.perSecond() / plain.perSecond(), (c1 - c0) / 1e3 / pages, (c2 - c1) / 1e3 / pages);
+                }
+                lease.release().block(Duration.ofSeconds(30));
                 return;
             }
             if (mode.equals("locks")) {
