@@ -16,6 +16,7 @@ import io.lettuce.core.protocol.CommandArgs;
 import io.lettuce.core.protocol.CommandType;
 import java.time.Duration;
 import java.util.List;
+import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.function.Function;
 import java.util.function.Supplier;
 import org.jspecify.annotations.Nullable;
@@ -68,10 +69,12 @@ final class RedisCommands {
 
     /**
      * {@code EVALSHA}, falling back to {@code EVAL} when the server lost its script cache. A script with a
-     * {@code MULTI} reply on a standalone (or Sentinel-managed) connection that does not publish on a scheduler is
-     * written to the connection directly ({@link #dispatched}): Lettuce's reactive API allocates a 256-slot queue and
-     * a {@code Flux} for every command (about 2 KB of issue 26's 11.5 KB a pair at 1 in flight). Cold either way:
-     * nothing is sent before the Mono is subscribed to; the reply is emitted where the reactive API emits it.
+     * {@code MULTI} reply on a connection to one server (standalone, Sentinel-managed, or one node of a cluster, as
+     * acknowledged acquires use) that does not publish on a scheduler is written to the connection directly
+     * ({@link #dispatched}), since Lettuce's reactive API allocates a 256-slot queue and a {@code Flux} for every
+     * command (about 2 KB of issue 26's 11.5 KB a pair at 1 in flight); a cluster connection, which routes by key,
+     * and a client that publishes on a scheduler take the reactive API. Cold either way: nothing is sent before the
+     * Mono is subscribed to; the reply is emitted where the reactive API emits it.
      */
     static <T> Mono<T> eval(RedisClusterReactiveCommands<String, String> r, LuaScript script, ScriptOutputType type,
             String[] scriptKeys, String[] args) {
@@ -87,8 +90,9 @@ final class RedisCommands {
     }
 
     /**
-     * The connection of {@code r} when a script may be written to it directly: a standalone (or Sentinel-managed)
-     * connection whose client does not publish replies on a scheduler ({@code ClientOptions.publishOnScheduler},
+     * The connection of {@code r} when a script may be written to it directly: a connection to one server
+     * (standalone, Sentinel-managed, or a cluster's node connection) whose client does not publish replies on a
+     * scheduler ({@code ClientOptions.publishOnScheduler},
      * which only the reactive API honours); else null.
      */
     @SuppressWarnings("unchecked")
@@ -107,7 +111,8 @@ final class RedisCommands {
      * emitted on the thread that decodes it (the connection's event loop), never on the subscriber's thread because
      * the reply came first (which {@code Mono.fromFuture} of an already sent command does). Only a command the
      * connection refuses at once (closed, or disconnected and rejecting commands) fails on the subscriber's thread.
-     * Cancelling does not recall the command (nothing can): its reply is then dropped.
+     * Cancelling does not recall the command (nothing can): its reply is then dropped. A command that Lettuce
+     * cancels itself fails with its {@code CancellationException}.
      */
     private static <T> Mono<T> dispatched(StatefulRedisConnection<String, String> connection, CommandType type,
             String script, String[] scriptKeys, String[] args) {
@@ -119,8 +124,12 @@ final class RedisCommands {
             CommandOutput<String, String, T> output =
                     (CommandOutput<String, String, T>) (CommandOutput<String, String, ?>) new NestedMultiOutput<>(StringCodec.UTF8);
             AsyncCommand<String, String, T> command = new AsyncCommand<>(new Command<>(type, output, commandArgs));
+            // Set by this Mono's own cancellation, whose completion goes nowhere; a command Lettuce cancels itself
+            // (a reset, a close with commands buffered, a failed reconnect) fails the Mono with its
+            // CancellationException, as the reactive API's does.
+            AtomicBoolean cancelledHere = new AtomicBoolean();
             command.whenComplete((value, error) -> {
-                if (command.isCancelled()) {
+                if (cancelledHere.get()) {
                     return;
                 }
                 if (error != null) {
@@ -131,7 +140,10 @@ final class RedisCommands {
                     sink.success(value);
                 }
             });
-            sink.onCancel(() -> command.cancel(false));
+            sink.onCancel(() -> {
+                cancelledHere.set(true);
+                command.cancel(false);
+            });
             connection.dispatch(command);
         });
     }
