@@ -92,8 +92,7 @@ final class RedisCommands {
     /**
      * The connection of {@code r} when a script may be written to it directly: a connection to one server
      * (standalone, Sentinel-managed, or a cluster's node connection) whose client does not publish replies on a
-     * scheduler ({@code ClientOptions.publishOnScheduler},
-     * which only the reactive API honours); else null.
+     * scheduler ({@code ClientOptions.publishOnScheduler}, which only the reactive API honours); else null.
      */
     @SuppressWarnings("unchecked")
     private static @Nullable StatefulRedisConnection<String, String> directOf(RedisClusterReactiveCommands<String, String> r) {
