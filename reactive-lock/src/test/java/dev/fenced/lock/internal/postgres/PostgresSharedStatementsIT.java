@@ -7,6 +7,7 @@ import dev.fenced.lock.FencedLockClient;
 import dev.fenced.lock.LockServiceException;
 import dev.fenced.lock.PostgresLeaseTable;
 import dev.fenced.lock.internal.ClientSettings;
+import dev.fenced.lock.internal.LeasingLockClient;
 import dev.fenced.lock.internal.LeaseStore.AcquireReply;
 import dev.fenced.testservices.PostgresServer;
 import dev.fenced.testservices.PostgresServerExtension;
@@ -124,8 +125,10 @@ class PostgresSharedStatementsIT {
 
     @Test
     void aMemberGivenUpMidStatementLeavesNoOwnerlessLease() throws Exception {
-        try (FencedLockClient client = FencedLockClient.builder().postgres(pool, PostgresLeaseTable.named(TABLE))
-                .keyPrefix(prefix).build()) {
+        // The client's own store shares statements (the builder's does only with the switch on): the abandoned
+        // request then leaves in the kept requests' statement, so its grant is in the table once theirs are.
+        PostgresLeaseStore shared = PostgresLeaseStore.open(pool, TABLE, settings, null, true);
+        try (FencedLockClient client = LeasingLockClient.create(shared, settings)) {
             List<String> names = new ArrayList<>();
             for (int i = 0; i < 6; i++) {
                 names.add("member-" + i + "-" + UUID.randomUUID());
@@ -134,6 +137,7 @@ class PostgresSharedStatementsIT {
             // Rows first, so that the grant below shows as a new token on an existing row.
             long first = client.acquire(abandoned).flatMap(l -> l.release().thenReturn(l.token())).block(WAIT);
             List<CompletableFuture<FencedLease>> kept = new ArrayList<>();
+            int before = shared.sharedStatements()[0];
             together(name -> client.acquire(name).flatMap(FencedLease::release), false, () -> {
                 for (String name : names) {
                     CompletableFuture<FencedLease> lease = client.acquire(name).toFuture();
@@ -148,6 +152,7 @@ class PostgresSharedStatementsIT {
             for (CompletableFuture<FencedLease> lease : kept) {
                 lease.get(WAIT.toSeconds(), TimeUnit.SECONDS).release().block(WAIT);
             }
+            assertThat(shared.sharedStatements()[0]).as("statements shared by several acquires").isEqualTo(before + 1);
             // The abandoned member's statement granted it a lease; the client gives it back, asynchronously.
             long deadline = System.nanoTime() + WAIT.toNanos();
             List<Object[]> row = row(abandoned);
