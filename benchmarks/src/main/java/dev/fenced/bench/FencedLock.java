@@ -31,6 +31,19 @@ final class FencedLock implements WaitingLock {
     }
 
     /**
+     * Fenced on Redis without a holder label ({@code noHolderLabel()}): its grants write the lock and its token
+     * counter only, not the holder key; for the cost of that key.
+     *
+     * @param redisUri the Redis URI
+     * @param prefix the key prefix
+     * @return the lock
+     */
+    static FencedLock withoutHolderLabel(String redisUri, String prefix) {
+        return new FencedLock(FencedLockClient.builder().redisUri(redisUri).keyPrefix(prefix).noHolderLabel().build(),
+                "Fenced, no holder label");
+    }
+
+    /**
      * Fenced with its leases in PostgreSQL, default settings otherwise.
      *
      * @param connections the pool

@@ -27,7 +27,9 @@ import reactor.core.publisher.Mono;
  * previous release's reply, on the Lettuce event loop, as in the harness.
  *
  * <p>Run: {@code java -cp <benchmarks classpath> dev.fenced.bench.OneInFlightDriver [redisUri] [pairs] [rounds]
- * [fixed|distinct] [inFlight]}, with {@code -Ddriver.fencedOnly=true} to run Fenced alone. A measurement, not a test: it asserts nothing. It deletes the keys of its prefix when done.
+ * [fixed|distinct] [inFlight]}, with {@code -Ddriver.fencedOnly=true} to run Fenced alone, and
+ * {@code -Ddriver.withoutLabel=true} to add Fenced without a holder label ({@code noHolderLabel()}) to the rounds.
+ * A measurement, not a test: it asserts nothing. It deletes the keys of its prefix when done.
  */
 final class OneInFlightDriver {
 
@@ -56,10 +58,16 @@ final class OneInFlightDriver {
         String prefix = "issue26-" + ProcessHandle.current().pid() + ":";
         THREADS.setThreadAllocatedMemoryEnabled(true);
         THREADS.setThreadCpuTimeEnabled(true);
-        // -Ddriver.fencedOnly=true runs Fenced alone (for a profile of its own frames).
-        List<LockUnderTest> locks = Boolean.getBoolean("driver.fencedOnly") ? List.of(new FencedLock(uri, prefix + "f:"))
-                : List.of(new FencedLock(uri, prefix + "f:"), new BareLettuceLock(uri, prefix + "b:", false),
-                        new BareLettuceLock(uri, prefix + "c:", true));
+        // -Ddriver.fencedOnly=true runs Fenced alone (for a profile of its own frames); -Ddriver.withoutLabel=true adds
+        // Fenced without a holder label to the rounds (what the holder key costs).
+        List<LockUnderTest> locks = new ArrayList<>(List.of(new FencedLock(uri, prefix + "f:")));
+        if (Boolean.getBoolean("driver.withoutLabel")) {
+            locks.add(FencedLock.withoutHolderLabel(uri, prefix + "n:"));
+        }
+        if (!Boolean.getBoolean("driver.fencedOnly")) {
+            locks.add(new BareLettuceLock(uri, prefix + "b:", false));
+            locks.add(new BareLettuceLock(uri, prefix + "c:", true));
+        }
         Map<String, List<Row>> rows = new HashMap<>();
         try (RedisStats server = new RedisStats(uri)) {
             for (int round = -2; round < rounds; round++) {
