@@ -11,6 +11,7 @@ import java.io.UncheckedIOException;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Path;
 import java.time.Duration;
+import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.BlockingQueue;
 import java.util.concurrent.LinkedBlockingQueue;
@@ -47,13 +48,22 @@ final class FrozenChild implements AutoCloseable {
         reader.start();
     }
 
+    /** The system property that switches the PostgreSQL store's shared statements on. */
+    private static final String SHARED_STATEMENTS = "dev.fenced.postgres.batching";
+
     /** Starts the child and waits until it is connected and ready. */
     static FrozenChild start(Arm arm, Locker.Endpoint endpoint, String r2dbcUrl, Ledger ledger, String prefix,
             Duration leaseTime) {
         String java = Path.of(System.getProperty("java.home"), "bin", "java").toString();
-        List<String> command = List.of(java, "-Xmx160m", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC",
-                "-cp", System.getProperty("java.class.path"), ChildWorker.class.getName(),
-                arm.name(), endpoint.encode(), r2dbcUrl, ledger.accounts, ledger.audit, prefix, Long.toString(leaseTime.toMillis()));
+        List<String> command = new ArrayList<>(List.of(java, "-Xmx160m", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC"));
+        // The PostgreSQL store's switch for shared statements reaches the child too, so that a run with it on
+        // tortures the child's store as it does the workers'.
+        String sharing = System.getProperty(SHARED_STATEMENTS);
+        if (sharing != null) {
+            command.add("-D" + SHARED_STATEMENTS + "=" + sharing);
+        }
+        command.addAll(List.of("-cp", System.getProperty("java.class.path"), ChildWorker.class.getName(),
+                arm.name(), endpoint.encode(), r2dbcUrl, ledger.accounts, ledger.audit, prefix, Long.toString(leaseTime.toMillis())));
         Process process;
         try {
             process = new ProcessBuilder(command).redirectError(ProcessBuilder.Redirect.INHERIT).start();
