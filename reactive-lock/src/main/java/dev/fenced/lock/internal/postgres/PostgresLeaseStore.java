@@ -110,10 +110,16 @@ public final class PostgresLeaseStore implements LeaseStore {
                 + " AND ($3::bigint = 0 OR l.token = $3::bigint)"
                 + " RETURNING l.lock_id, l.token, to_jsonb(l) ->> 'holder' AS holder)"
                 + " SELECT broken.token, broken.holder FROM broken, pg_notify($2, broken.lock_id)";
-        this.renewSql = "UPDATE " + quoted + " AS l SET expires_at = clock_timestamp() + r.ms * interval '1 millisecond'"
-                + " FROM unnest($1::text[], $2::text[], $3::bigint[], $4::bigint[]) WITH ORDINALITY AS r(lock_id, owner, token, ms, i)"
-                + " WHERE l.lock_id = r.lock_id AND l.owner = r.owner AND l.token = r.token AND l.expires_at > clock_timestamp()"
-                + " RETURNING r.i";
+        // Statements of several rows lock them first in lock-id order (renewals, shared releases): two of them that
+        // share rows, a renewal and a shared release of one client, never wait for each other in a cycle. NO KEY
+        // UPDATE, as the update itself takes: a write transaction's lease check (FOR KEY SHARE) is not waited for.
+        this.renewSql = "WITH r AS (SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[], $4::bigint[])"
+                + " WITH ORDINALITY AS r(lock_id, owner, token, ms, i)),"
+                + " locked AS MATERIALIZED (SELECT k.lock_id FROM " + quoted + " k JOIN r ON k.lock_id = r.lock_id AND k.owner = r.owner"
+                + " AND k.token = r.token ORDER BY k.lock_id FOR NO KEY UPDATE OF k)"
+                + " UPDATE " + quoted + " AS l SET expires_at = clock_timestamp() + r.ms * interval '1 millisecond' FROM r"
+                + " WHERE l.lock_id = r.lock_id AND l.lock_id IN (SELECT lock_id FROM locked) AND l.owner = r.owner"
+                + " AND l.token = r.token AND l.expires_at > clock_timestamp() RETURNING r.i";
         this.releaseSql = "WITH released AS (UPDATE " + quoted + " SET owner = NULL, expires_at = clock_timestamp()"
                 + " WHERE lock_id = $1 AND owner = $2 AND ($3::bigint IS NULL OR token = $3::bigint)"
                 + " AND expires_at > clock_timestamp() RETURNING lock_id)"
@@ -125,8 +131,11 @@ public final class PostgresLeaseStore implements LeaseStore {
         this.handOffSqlWithoutHolder = handOffSql(quoted, serverTime, false);
         // The release statement row by row, over arrays; a token of 0 (never minted) matches any token of the owner.
         this.releaseManySql = "WITH r AS (SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[]) WITH ORDINALITY AS r(lock_id, owner, token, i)),"
+                + " locked AS MATERIALIZED (SELECT k.lock_id FROM " + quoted + " k JOIN r ON k.lock_id = r.lock_id AND k.owner = r.owner"
+                + " AND (r.token = 0 OR k.token = r.token) ORDER BY k.lock_id FOR NO KEY UPDATE OF k),"
                 + " released AS (UPDATE " + quoted + " AS l SET owner = NULL, expires_at = clock_timestamp() FROM r"
-                + " WHERE l.lock_id = r.lock_id AND l.owner = r.owner AND (r.token = 0 OR l.token = r.token)"
+                + " WHERE l.lock_id = r.lock_id AND l.lock_id IN (SELECT lock_id FROM locked) AND l.owner = r.owner"
+                + " AND (r.token = 0 OR l.token = r.token)"
                 + " AND l.expires_at > clock_timestamp() RETURNING r.i, l.lock_id)"
                 + " SELECT released.i FROM released, pg_notify($4, released.lock_id)";
         this.acquires = batching ? new StatementBatcher<>(r -> acquireAlone(r.name(), r.owner(), r.leaseMillis(), r.floor()),

@@ -43,6 +43,10 @@ class PostgresSharedStatementsIT {
     private static final String TABLE = "fenced_shared_it";
     private static final Duration WAIT = Duration.ofSeconds(20);
 
+    /** A part of the text of the renewal statement, and of the shared release, that no other statement has. */
+    private static final String RENEWAL = "AS r(lock_id, owner, token, ms, i)";
+    private static final String SHARED_RELEASE = "AS r(lock_id, owner, token, i)";
+
     private ConnectionPool pool;
     private ClientSettings settings;
     private PostgresLeaseStore store;
@@ -166,6 +170,59 @@ class PostgresSharedStatementsIT {
         }
     }
 
+    /**
+     * A renewal of several leases locks their rows in lock-id order: blocked at the lower id by another transaction, it
+     * has not locked the higher one, though that lease came first in the request and its row first in the table. So
+     * it cannot close a cycle with a shared release of the same client's leases, which takes them in that order too.
+     */
+    @Test
+    void aRenewalOfSeveralLeasesLocksTheirRowsInLockIdOrder() throws Exception {
+        String low = "order-a-" + UUID.randomUUID();
+        String high = "order-b-" + UUID.randomUUID();
+        AcquireReply highGrant = store.acquire(high, "me", 60_000, 0).block(WAIT);
+        AcquireReply lowGrant = store.acquire(low, "me", 60_000, 0).block(WAIT);
+        Connection tx = lockRow(low);
+        try {
+            CompletableFuture<List<Boolean>> renewed = store.renew(List.of(
+                    new dev.fenced.lock.internal.LeaseStore.RenewRequest(high, "me", highGrant.token(), 60_000),
+                    new dev.fenced.lock.internal.LeaseStore.RenewRequest(low, "me", lowGrant.token(), 60_000))).toFuture();
+            awaitWaiting(1, RENEWAL);
+            assertThat(lockableNow(high)).as("the higher lock id's row, while the renewal waits for the lower one").isTrue();
+            Mono.from(tx.commitTransaction()).block(WAIT);
+            assertThat(renewed.get(WAIT.toSeconds(), TimeUnit.SECONDS)).containsExactly(true, true);
+        } finally {
+            Mono.from(tx.close()).block(WAIT);
+        }
+    }
+
+    /** The same for releases that share a statement. */
+    @Test
+    void aSharedReleaseLocksItsRowsInLockIdOrder() throws Exception {
+        String low = "order-a-" + UUID.randomUUID();
+        String high = "order-b-" + UUID.randomUUID();
+        assertThat(store.acquire(high, "me", 60_000, 0).block(WAIT).acquired()).isTrue();
+        assertThat(store.acquire(low, "me", 60_000, 0).block(WAIT).acquired()).isTrue();
+        int before = store.sharedStatements()[1];
+        Connection[] tx = new Connection[1];
+        try {
+            List<Boolean> released = releasedTogether(() -> {
+                tx[0] = lockRow(low);
+                return Flux.just(high, low).flatMapSequential(name -> store.release(name, "me", null)).collectList();
+            }, () -> {
+                awaitWaiting(1, SHARED_RELEASE);
+                assertThat(lockableNow(high)).as("the higher lock id's row, while the release waits for the lower one")
+                        .isTrue();
+                Mono.from(tx[0].commitTransaction()).block(WAIT);
+            });
+            assertThat(released).containsExactly(true, true);
+            assertThat(store.sharedStatements()[1]).isEqualTo(before + 1);
+        } finally {
+            if (tx[0] != null) {
+                Mono.from(tx[0].close()).block(WAIT);
+            }
+        }
+    }
+
     @Test
     void tokensRiseStrictlyAcrossSharedAndOwnStatements() {
         PostgresLeaseStore alone = PostgresLeaseStore.open(pool, TABLE, settings, null, false);
@@ -247,7 +304,41 @@ class PostgresSharedStatementsIT {
 
     /** {@link #together(Supplier)} for releases: the blocked statements are releases of held locks. */
     private <T> T releasedTogether(Supplier<Mono<T>> requests) {
-        return together(name -> store.release(name, "blocker", null), true, requests);
+        return releasedTogether(requests, () -> { });
+    }
+
+    private <T> T releasedTogether(Supplier<Mono<T>> requests, ThrowingRunnable whileSent) {
+        return together(name -> store.release(name, "blocker", null), true, requests, whileSent);
+    }
+
+    /** A step of a test that may throw. */
+    private interface ThrowingRunnable {
+        void run() throws Exception;
+    }
+
+    /** A transaction of the test, left open, that holds the row of lock {@code name} as an update would. */
+    private Connection lockRow(String name) {
+        Connection tx = Mono.from(pool.create()).block(WAIT);
+        Mono.from(tx.beginTransaction()).block(WAIT);
+        Flux.from(tx.createStatement("SELECT lock_id FROM " + TABLE + " WHERE lock_id = $1 FOR NO KEY UPDATE")
+                        .bind(0, settings.keyPrefix() + "{" + name + "}").execute())
+                .concatMap(r -> r.map((row, meta) -> 1)).then().block(WAIT);
+        return tx;
+    }
+
+    /** Whether the row of lock {@code name} can be locked as an update would at once ({@code NOWAIT}). */
+    private boolean lockableNow(String name) {
+        return Flux.usingWhen(pool.create(), c -> Flux.from(c.beginTransaction())
+                                .thenMany(Flux.from(c.createStatement("SELECT lock_id FROM " + TABLE
+                                                + " WHERE lock_id = $1 FOR NO KEY UPDATE NOWAIT")
+                                        .bind(0, settings.keyPrefix() + "{" + name + "}").execute()))
+                                .concatMap(r -> r.map((row, meta) -> 1))
+                                .then(Mono.from(c.rollbackTransaction()))
+                                .thenReturn(true)
+                                .onErrorResume(io.r2dbc.spi.R2dbcException.class,
+                                        e -> "55P03".equals(e.getSqlState()) ? Mono.just(false) : Mono.error(e)),
+                        Connection::close)
+                .blockLast(WAIT);
     }
 
     /**
@@ -255,6 +346,12 @@ class PostgresSharedStatementsIT {
      * another client of the table, say); the blocking locks are held by {@code blocker} with {@code held}, else free.
      */
     private <T> T together(java.util.function.Function<String, Mono<?>> blocked, boolean held, Supplier<Mono<T>> requests) {
+        return together(blocked, held, requests, () -> { });
+    }
+
+    /** {@link #together(java.util.function.Function, boolean, Supplier)}, running {@code whileSent} once the requests have left. */
+    private <T> T together(java.util.function.Function<String, Mono<?>> blocked, boolean held, Supplier<Mono<T>> requests,
+            ThrowingRunnable whileSent) {
         List<String> blockers = new ArrayList<>();
         for (int i = 0; i < StatementBatcher.MAX_IN_FLIGHT; i++) {
             String name = "blocker-" + i + "-" + UUID.randomUUID();
@@ -275,6 +372,7 @@ class PostgresSharedStatementsIT {
             awaitWaiting(blockers.size());
             CompletableFuture<T> result = requests.get().toFuture();
             Mono.from(tx.commitTransaction()).block(WAIT);
+            whileSent.run();
             T value = result.get(WAIT.toSeconds(), TimeUnit.SECONDS);
             waiting.forEach(Disposable::dispose);
             return value;
@@ -287,10 +385,16 @@ class PostgresSharedStatementsIT {
 
     /** Waits until {@code n} statements on the table wait for a row lock. */
     private void awaitWaiting(int n) throws InterruptedException {
+        awaitWaiting(n, TABLE);
+    }
+
+    /** Waits until {@code n} statements whose text has {@code fragment} wait for a row lock. */
+    private void awaitWaiting(int n, String fragment) throws InterruptedException {
         long deadline = System.nanoTime() + WAIT.toNanos();
         while (System.nanoTime() < deadline) {
             Long waiting = Flux.usingWhen(pool.create(), c -> Flux.from(c.createStatement("SELECT count(*) FROM pg_stat_activity"
-                                    + " WHERE wait_event_type = 'Lock' AND query LIKE '%" + TABLE + "%'").execute())
+                                    + " WHERE wait_event_type = 'Lock' AND query LIKE '%" + TABLE + "%' AND strpos(query, $1) > 0")
+                                    .bind(0, fragment).execute())
                             .concatMap(r -> r.map((row, meta) -> row.get(0, Long.class))), Connection::close)
                     .blockLast(WAIT);
             if (waiting != null && waiting >= n) {
