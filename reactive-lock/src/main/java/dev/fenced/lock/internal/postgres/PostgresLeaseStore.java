@@ -110,13 +110,14 @@ public final class PostgresLeaseStore implements LeaseStore {
                 + " AND ($3::bigint = 0 OR l.token = $3::bigint)"
                 + " RETURNING l.lock_id, l.token, to_jsonb(l) ->> 'holder' AS holder)"
                 + " SELECT broken.token, broken.holder FROM broken, pg_notify($2, broken.lock_id)";
-        // Statements of several rows lock them first in lock-id order (renewals, shared releases): two of them that
-        // share rows, a renewal and a shared release of one client, never wait for each other in a cycle. NO KEY
-        // UPDATE, as the update itself takes: a write transaction's lease check (FOR KEY SHARE) is not waited for.
+        // Renewals and shared releases lock their rows first, in lock-id order: a renewal and a shared release of one
+        // client's leases never wait for each other in a cycle. Only the rows the update will change (the owner's,
+        // with its token, not expired): an expired row may be another owner's next grant, and is not waited for.
+        // NO KEY UPDATE, as the update itself takes: a write transaction's lease check (FOR KEY SHARE) is not waited for.
         this.renewSql = "WITH r AS (SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[], $4::bigint[])"
                 + " WITH ORDINALITY AS r(lock_id, owner, token, ms, i)),"
                 + " locked AS MATERIALIZED (SELECT k.lock_id FROM " + quoted + " k JOIN r ON k.lock_id = r.lock_id AND k.owner = r.owner"
-                + " AND k.token = r.token ORDER BY k.lock_id FOR NO KEY UPDATE OF k)"
+                + " AND k.token = r.token AND k.expires_at > clock_timestamp() ORDER BY k.lock_id FOR NO KEY UPDATE OF k)"
                 + " UPDATE " + quoted + " AS l SET expires_at = clock_timestamp() + r.ms * interval '1 millisecond' FROM r"
                 + " WHERE l.lock_id = r.lock_id AND l.lock_id IN (SELECT lock_id FROM locked) AND l.owner = r.owner"
                 + " AND l.token = r.token AND l.expires_at > clock_timestamp() RETURNING r.i";
@@ -132,7 +133,8 @@ public final class PostgresLeaseStore implements LeaseStore {
         // The release statement row by row, over arrays; a token of 0 (never minted) matches any token of the owner.
         this.releaseManySql = "WITH r AS (SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[]) WITH ORDINALITY AS r(lock_id, owner, token, i)),"
                 + " locked AS MATERIALIZED (SELECT k.lock_id FROM " + quoted + " k JOIN r ON k.lock_id = r.lock_id AND k.owner = r.owner"
-                + " AND (r.token = 0 OR k.token = r.token) ORDER BY k.lock_id FOR NO KEY UPDATE OF k),"
+                + " AND (r.token = 0 OR k.token = r.token) AND k.expires_at > clock_timestamp() ORDER BY k.lock_id"
+                + " FOR NO KEY UPDATE OF k),"
                 + " released AS (UPDATE " + quoted + " AS l SET owner = NULL, expires_at = clock_timestamp() FROM r"
                 + " WHERE l.lock_id = r.lock_id AND l.lock_id IN (SELECT lock_id FROM locked) AND l.owner = r.owner"
                 + " AND (r.token = 0 OR l.token = r.token)"

@@ -223,6 +223,56 @@ class PostgresSharedStatementsIT {
         }
     }
 
+    /**
+     * Review finding: the ordered locking locked (and waited for) the owner's expired rows too, which the update skips;
+     * an expired row locked by someone else (a takeover, a transaction that reads it FOR SHARE) held up every lease of
+     * the renewal, and the renewal held up that row's next grant. Now only the rows the update changes are locked.
+     */
+    @Test
+    void aRenewalDoesNotWaitForTheRowOfAnExpiredLease() throws Exception {
+        String expired = "expired-" + UUID.randomUUID();
+        String live = "live-" + UUID.randomUUID();
+        AcquireReply gone = store.acquire(expired, "me", 1, 0).block(WAIT);
+        AcquireReply held = store.acquire(live, "me", 60_000, 0).block(WAIT);
+        sleep(20); // the 1 ms lease has run out
+        Connection tx = lockRow(expired);
+        try {
+            List<Boolean> renewed = store.renew(List.of(
+                    new dev.fenced.lock.internal.LeaseStore.RenewRequest(expired, "me", gone.token(), 60_000),
+                    new dev.fenced.lock.internal.LeaseStore.RenewRequest(live, "me", held.token(), 60_000))).block(WAIT);
+            assertThat(renewed).as("renewed while the expired lease's row is locked by another transaction")
+                    .containsExactly(false, true);
+        } finally {
+            Mono.from(tx.rollbackTransaction()).block(WAIT);
+            Mono.from(tx.close()).block(WAIT);
+        }
+    }
+
+    /** The same for releases that share a statement. */
+    @Test
+    void aSharedReleaseDoesNotWaitForTheRowOfAnExpiredLease() {
+        String expired = "expired-" + UUID.randomUUID();
+        String live = "live-" + UUID.randomUUID();
+        assertThat(store.acquire(expired, "me", 1, 0).block(WAIT).acquired()).isTrue();
+        assertThat(store.acquire(live, "me", 60_000, 0).block(WAIT).acquired()).isTrue();
+        sleep(20);
+        int before = store.sharedStatements()[1];
+        Connection[] tx = new Connection[1];
+        try {
+            List<Boolean> released = releasedTogether(() -> {
+                tx[0] = lockRow(expired);
+                return Flux.just(expired, live).flatMapSequential(name -> store.release(name, "me", null)).collectList();
+            });
+            assertThat(released).containsExactly(false, true);
+            assertThat(store.sharedStatements()[1]).isEqualTo(before + 1);
+        } finally {
+            if (tx[0] != null) {
+                Mono.from(tx[0].rollbackTransaction()).block(WAIT);
+                Mono.from(tx[0].close()).block(WAIT);
+            }
+        }
+    }
+
     @Test
     void tokensRiseStrictlyAcrossSharedAndOwnStatements() {
         PostgresLeaseStore alone = PostgresLeaseStore.open(pool, TABLE, settings, null, false);
