@@ -183,9 +183,7 @@ class PostgresSharedStatementsIT {
         AcquireReply lowGrant = store.acquire(low, "me", 60_000, 0).block(WAIT);
         Connection tx = lockRow(low);
         try {
-            CompletableFuture<List<Boolean>> renewed = store.renew(List.of(
-                    new dev.fenced.lock.internal.LeaseStore.RenewRequest(high, "me", highGrant.token(), 60_000),
-                    new dev.fenced.lock.internal.LeaseStore.RenewRequest(low, "me", lowGrant.token(), 60_000))).toFuture();
+            CompletableFuture<List<Boolean>> renewed = renewMine(high, highGrant, low, lowGrant).toFuture();
             awaitWaiting(1, RENEWAL);
             assertThat(lockableNow(high)).as("the higher lock id's row, while the renewal waits for the lower one").isTrue();
             Mono.from(tx.commitTransaction()).block(WAIT);
@@ -237,9 +235,7 @@ class PostgresSharedStatementsIT {
         sleep(20); // the 1 ms lease has run out
         Connection tx = lockRow(expired);
         try {
-            List<Boolean> renewed = store.renew(List.of(
-                    new dev.fenced.lock.internal.LeaseStore.RenewRequest(expired, "me", gone.token(), 60_000),
-                    new dev.fenced.lock.internal.LeaseStore.RenewRequest(live, "me", held.token(), 60_000))).block(WAIT);
+            List<Boolean> renewed = renewMine(expired, gone, live, held).block(WAIT);
             assertThat(renewed).as("renewed while the expired lease's row is locked by another transaction")
                     .containsExactly(false, true);
         } finally {
@@ -359,6 +355,12 @@ class PostgresSharedStatementsIT {
 
     private <T> T releasedTogether(Supplier<Mono<T>> requests, ThrowingRunnable whileSent) {
         return together(name -> store.release(name, "blocker", null), true, requests, whileSent);
+    }
+
+    /** One renewal, for 60 s, of two grants of owner {@code me}, in this order. */
+    private Mono<List<Boolean>> renewMine(String first, AcquireReply firstGrant, String second, AcquireReply secondGrant) {
+        return store.renew(List.of(new dev.fenced.lock.internal.LeaseStore.RenewRequest(first, "me", firstGrant.token(), 60_000),
+                new dev.fenced.lock.internal.LeaseStore.RenewRequest(second, "me", secondGrant.token(), 60_000)));
     }
 
     /** A step of a test that may throw. */
