@@ -30,6 +30,8 @@ final class FrozenChild implements AutoCloseable {
 
     private static final Logger LOG = LoggerFactory.getLogger(FrozenChild.class);
     private static final long REPLY_TIMEOUT_SECONDS = 60;
+    /** The system property that switches the PostgreSQL store's shared statements on (PostgresLeaseStore's). */
+    private static final String SHARED_STATEMENTS = "dev.fenced.postgres.batching";
 
     private final Arm arm;
     private final Process process;
@@ -47,9 +49,6 @@ final class FrozenChild implements AutoCloseable {
         reader.setDaemon(true);
         reader.start();
     }
-
-    /** The system property that switches the PostgreSQL store's shared statements on. */
-    private static final String SHARED_STATEMENTS = "dev.fenced.postgres.batching";
 
     /** Starts the child and waits until it is connected and ready. */
     static FrozenChild start(Arm arm, Locker.Endpoint endpoint, String r2dbcUrl, Ledger ledger, String prefix,

@@ -110,14 +110,12 @@ public final class PostgresLeaseStore implements LeaseStore {
                 + " AND ($3::bigint = 0 OR l.token = $3::bigint)"
                 + " RETURNING l.lock_id, l.token, to_jsonb(l) ->> 'holder' AS holder)"
                 + " SELECT broken.token, broken.holder FROM broken, pg_notify($2, broken.lock_id)";
-        // Renewals and shared releases lock their rows first, in lock-id order: a renewal and a shared release of one
-        // client's leases never wait for each other in a cycle. Only the rows the update will change (the owner's,
-        // with its token, not expired): an expired row may be another owner's next grant, and is not waited for.
-        // NO KEY UPDATE, as the update itself takes: a write transaction's lease check (FOR KEY SHARE) is not waited for.
+        // Renewals and shared releases lock their rows first, in lock-id order (lockedInOrder): a renewal and a shared
+        // release of one client's leases never wait for each other in a cycle. Only the rows the update will change:
+        // an expired row may be another owner's next grant, and is not waited for. NO KEY UPDATE, as the update itself
+        // takes: a write transaction's lease check (FOR KEY SHARE) is not waited for.
         this.renewSql = "WITH r AS (SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[], $4::bigint[])"
-                + " WITH ORDINALITY AS r(lock_id, owner, token, ms, i)),"
-                + " locked AS MATERIALIZED (SELECT k.lock_id FROM " + quoted + " k JOIN r ON k.lock_id = r.lock_id AND k.owner = r.owner"
-                + " AND k.token = r.token AND k.expires_at > clock_timestamp() ORDER BY k.lock_id FOR NO KEY UPDATE OF k)"
+                + " WITH ORDINALITY AS r(lock_id, owner, token, ms, i)), " + lockedInOrder(quoted, "k.token = r.token")
                 + " UPDATE " + quoted + " AS l SET expires_at = clock_timestamp() + r.ms * interval '1 millisecond' FROM r"
                 + " WHERE l.lock_id = r.lock_id AND l.lock_id IN (SELECT lock_id FROM locked) AND l.owner = r.owner"
                 + " AND l.token = r.token AND l.expires_at > clock_timestamp() RETURNING r.i";
@@ -132,9 +130,7 @@ public final class PostgresLeaseStore implements LeaseStore {
         this.handOffSqlWithoutHolder = handOffSql(quoted, serverTime, false);
         // The release statement row by row, over arrays; a token of 0 (never minted) matches any token of the owner.
         this.releaseManySql = "WITH r AS (SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[]) WITH ORDINALITY AS r(lock_id, owner, token, i)),"
-                + " locked AS MATERIALIZED (SELECT k.lock_id FROM " + quoted + " k JOIN r ON k.lock_id = r.lock_id AND k.owner = r.owner"
-                + " AND (r.token = 0 OR k.token = r.token) AND k.expires_at > clock_timestamp() ORDER BY k.lock_id"
-                + " FOR NO KEY UPDATE OF k),"
+                + " " + lockedInOrder(quoted, "(r.token = 0 OR k.token = r.token)") + ","
                 + " released AS (UPDATE " + quoted + " AS l SET owner = NULL, expires_at = clock_timestamp() FROM r"
                 + " WHERE l.lock_id = r.lock_id AND l.lock_id IN (SELECT lock_id FROM locked) AND l.owner = r.owner"
                 + " AND (r.token = 0 OR l.token = r.token)"
@@ -247,6 +243,21 @@ public final class PostgresLeaseStore implements LeaseStore {
                 + " UNION ALL SELECT r.i, false, NOT EXISTS (SELECT 1 FROM locked k WHERE k.lock_id = r.lock_id), 0::bigint, "
                 + HOLDER_TTL + " FROM r JOIN " + table + " h ON h.lock_id = r.lock_id, now"
                 + " WHERE NOT EXISTS (SELECT 1 FROM granted g WHERE g.lock_id = r.lock_id)";
+    }
+
+    /**
+     * The CTE {@code locked} of a statement over the requests {@code r} that updates the rows of its owners' live
+     * leases (a renewal, a shared release): it locks those rows, and only those, {@code FOR NO KEY UPDATE} in
+     * lock-id order before the update changes any, so two such statements never wait for each other in a cycle.
+     *
+     * @param table the quoted lease table
+     * @param tokenRule how a row's token {@code k.token} must match the request's {@code r.token}
+     * @return {@code locked AS MATERIALIZED (…)}
+     */
+    private static String lockedInOrder(String table, String tokenRule) {
+        return "locked AS MATERIALIZED (SELECT k.lock_id FROM " + table + " k JOIN r ON k.lock_id = r.lock_id"
+                + " AND k.owner = r.owner AND " + tokenRule + " AND k.expires_at > clock_timestamp()"
+                + " ORDER BY k.lock_id FOR NO KEY UPDATE OF k)";
     }
 
     /**

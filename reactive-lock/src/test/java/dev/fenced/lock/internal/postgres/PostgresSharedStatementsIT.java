@@ -9,6 +9,7 @@ import dev.fenced.lock.PostgresLeaseTable;
 import dev.fenced.lock.internal.ClientSettings;
 import dev.fenced.lock.internal.LeasingLockClient;
 import dev.fenced.lock.internal.LeaseStore.AcquireReply;
+import dev.fenced.lock.internal.LeaseStore.RenewRequest;
 import dev.fenced.testservices.PostgresServer;
 import dev.fenced.testservices.PostgresServerExtension;
 import io.r2dbc.pool.ConnectionPool;
@@ -179,8 +180,8 @@ class PostgresSharedStatementsIT {
     void aRenewalOfSeveralLeasesLocksTheirRowsInLockIdOrder() throws Exception {
         String low = "order-a-" + UUID.randomUUID();
         String high = "order-b-" + UUID.randomUUID();
-        AcquireReply highGrant = store.acquire(high, "me", 60_000, 0).block(WAIT);
-        AcquireReply lowGrant = store.acquire(low, "me", 60_000, 0).block(WAIT);
+        AcquireReply highGrant = grantMine(high, 60_000);
+        AcquireReply lowGrant = grantMine(low, 60_000);
         Connection tx = lockRow(low);
         try {
             CompletableFuture<List<Boolean>> renewed = renewMine(high, highGrant, low, lowGrant).toFuture();
@@ -198,8 +199,8 @@ class PostgresSharedStatementsIT {
     void aSharedReleaseLocksItsRowsInLockIdOrder() throws Exception {
         String low = "order-a-" + UUID.randomUUID();
         String high = "order-b-" + UUID.randomUUID();
-        assertThat(store.acquire(high, "me", 60_000, 0).block(WAIT).acquired()).isTrue();
-        assertThat(store.acquire(low, "me", 60_000, 0).block(WAIT).acquired()).isTrue();
+        grantMine(high, 60_000);
+        grantMine(low, 60_000);
         int before = store.sharedStatements()[1];
         Connection[] tx = new Connection[1];
         try {
@@ -230,8 +231,8 @@ class PostgresSharedStatementsIT {
     void aRenewalDoesNotWaitForTheRowOfAnExpiredLease() throws Exception {
         String expired = "expired-" + UUID.randomUUID();
         String live = "live-" + UUID.randomUUID();
-        AcquireReply gone = store.acquire(expired, "me", 1, 0).block(WAIT);
-        AcquireReply held = store.acquire(live, "me", 60_000, 0).block(WAIT);
+        AcquireReply gone = grantMine(expired, 1);
+        AcquireReply held = grantMine(live, 60_000);
         sleep(20); // the 1 ms lease has run out
         Connection tx = lockRow(expired);
         try {
@@ -249,8 +250,8 @@ class PostgresSharedStatementsIT {
     void aSharedReleaseDoesNotWaitForTheRowOfAnExpiredLease() {
         String expired = "expired-" + UUID.randomUUID();
         String live = "live-" + UUID.randomUUID();
-        assertThat(store.acquire(expired, "me", 1, 0).block(WAIT).acquired()).isTrue();
-        assertThat(store.acquire(live, "me", 60_000, 0).block(WAIT).acquired()).isTrue();
+        grantMine(expired, 1);
+        grantMine(live, 60_000);
         sleep(20);
         int before = store.sharedStatements()[1];
         Connection[] tx = new Connection[1];
@@ -357,10 +358,17 @@ class PostgresSharedStatementsIT {
         return together(name -> store.release(name, "blocker", null), true, requests, whileSent);
     }
 
+    /** A grant of lock {@code name} to owner {@code me} for {@code leaseMillis}, asserted granted. */
+    private AcquireReply grantMine(String name, long leaseMillis) {
+        AcquireReply grant = store.acquire(name, "me", leaseMillis, 0).block(WAIT);
+        assertThat(grant.acquired()).as("granted " + name).isTrue();
+        return grant;
+    }
+
     /** One renewal, for 60 s, of two grants of owner {@code me}, in this order. */
     private Mono<List<Boolean>> renewMine(String first, AcquireReply firstGrant, String second, AcquireReply secondGrant) {
-        return store.renew(List.of(new dev.fenced.lock.internal.LeaseStore.RenewRequest(first, "me", firstGrant.token(), 60_000),
-                new dev.fenced.lock.internal.LeaseStore.RenewRequest(second, "me", secondGrant.token(), 60_000)));
+        return store.renew(List.of(new RenewRequest(first, "me", firstGrant.token(), 60_000),
+                new RenewRequest(second, "me", secondGrant.token(), 60_000)));
     }
 
     /** A step of a test that may throw. */
