@@ -5,8 +5,9 @@ import java.util.Collections;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.Objects;
+import java.util.function.Function;
 import org.jspecify.annotations.Nullable;
-import reactor.core.publisher.Flux;
 import reactor.core.publisher.Mono;
 
 /**
@@ -20,10 +21,13 @@ public final class FencedLeaseBatch {
 
     private final Map<String, FencedLease> granted;
     private final List<String> busy;
+    private final Function<List<FencedLease>, Mono<Map<String, ReleaseOutcome>>> releaser;
 
-    private FencedLeaseBatch(Map<String, FencedLease> granted, List<String> busy) {
+    private FencedLeaseBatch(Map<String, FencedLease> granted, List<String> busy,
+            Function<List<FencedLease>, Mono<Map<String, ReleaseOutcome>>> releaser) {
         this.granted = granted;
         this.busy = busy;
+        this.releaser = releaser;
     }
 
     /**
@@ -35,6 +39,24 @@ public final class FencedLeaseBatch {
      * @throws IllegalArgumentException if two leases have the same name, or a name is both granted and busy
      */
     public static FencedLeaseBatch of(List<FencedLease> granted, List<String> busy) {
+        return of(granted, busy, leases -> dev.fenced.lock.internal.LeaseBatches.outcomes(leases, FencedLease::release));
+    }
+
+    /**
+     * A batch whose {@link #releaseAll()} runs {@code releaser}, for implementations of {@link FencedLockClient} that
+     * can release many leases in one call to their lock service.
+     *
+     * @param granted the leases, in the order of the names asked for
+     * @param busy the names held by someone else, in the order of the names asked for
+     * @param releaser releases the given leases (the batch's, in its order) as {@link #releaseAll()} promises: each
+     *     lease as its {@link FencedLease#release()} would, cold, one outcome per lease by name in the given order, and
+     *     the first failure only once every release has ended
+     * @return the batch
+     * @throws IllegalArgumentException if two leases have the same name, or a name is both granted and busy
+     */
+    public static FencedLeaseBatch of(List<FencedLease> granted, List<String> busy,
+            Function<List<FencedLease>, Mono<Map<String, ReleaseOutcome>>> releaser) {
+        Objects.requireNonNull(releaser, "releaser");
         Map<String, FencedLease> byName = new LinkedHashMap<>();
         for (FencedLease lease : granted) {
             if (byName.put(lease.name(), lease) != null) {
@@ -46,7 +68,7 @@ public final class FencedLeaseBatch {
                 throw new IllegalArgumentException("lock '" + name + "' is both granted and busy in one batch");
             }
         }
-        return new FencedLeaseBatch(Collections.unmodifiableMap(byName), List.copyOf(busy));
+        return new FencedLeaseBatch(Collections.unmodifiableMap(byName), List.copyOf(busy), releaser);
     }
 
     /**
@@ -80,25 +102,17 @@ public final class FencedLeaseBatch {
 
     /**
      * Releases every lease of the batch, each as {@link FencedLease#release()} does (owner- and token-checked, hand-off
-     * to a waiter of the same client, idempotent), all at once: on one Redis server the releases made together
-     * share script calls (those made in one turn of an event loop leave as one call). Cold; a release that
-     * started runs to its end even if the subscriber cancels.
+     * to a waiter of the same client, idempotent), all at once: on one Redis server (directly or through Sentinel)
+     * the batch's releases leave as one call of the release script (a lease handed off to a waiter of the same client
+     * takes its own call, as a single release does); on a Redis Cluster each release is a call of its own. Cold; a
+     * release that started runs to its end even if the subscriber cancels.
      *
      * @return each lease's outcome by lock name, in the batch's order; fails with the first failure of a release
      *     once every release has ended (the others' outcomes are then those of their leases'
      *     {@link FencedLease#release()}, which may be retried)
      */
     public Mono<Map<String, ReleaseOutcome>> releaseAll() {
-        List<FencedLease> leases = leases();
-        return Flux.fromIterable(leases)
-                .flatMapSequentialDelayError(lease -> lease.release().map(outcome -> Map.entry(lease.name(), outcome)),
-                        Math.max(1, leases.size()), 1)
-                .collectList()
-                .map(entries -> {
-                    Map<String, ReleaseOutcome> outcomes = new LinkedHashMap<>();
-                    entries.forEach(e -> outcomes.put(e.getKey(), e.getValue()));
-                    return Collections.unmodifiableMap(outcomes);
-                });
+        return Mono.defer(() -> releaser.apply(leases()));
     }
 
     @Override

@@ -89,7 +89,9 @@ class TryAcquireAllIT {
             assertThat(inspector.get(prefix + "{" + lease.name() + "}")).isEqualTo(lease.ownerId() + ":" + lease.token());
         }
         assertThat(client.heldLeases()).isEqualTo(63);
+        inspector.configResetstat();
         Map<String, ReleaseOutcome> released = batch.releaseAll().block(BOUND);
+        assertThat(scriptCalls()).as("script calls for the batch's releases").isEqualTo(1);
         assertThat(released).hasSize(63).containsOnlyKeys(batch.leases().stream().map(FencedLease::name).toList());
         assertThat(released.values()).containsOnly(ReleaseOutcome.RELEASED);
         for (FencedLease lease : batch.leases()) {
@@ -139,6 +141,28 @@ class TryAcquireAllIT {
                 .isInstanceOf(LockServiceException.class)
                 .hasMessageContaining("'bad'");
         await("the granted locks released", () -> inspector.exists(prefix + "{ok:1}", prefix + "{ok:2}") == 0);
+        assertThat(client.heldLeases()).isZero();
+    }
+
+    @Test
+    void aReleaseTheScriptFailsOnFailsReleaseAllOnceTheOthersAreReleasedInTheSameCall() {
+        // Loads the scripts (NOSCRIPT, then EVAL).
+        client.tryAcquireAll(names("warm", 2)).block(BOUND).releaseAll().block(BOUND);
+        FencedLeaseBatch batch = client.tryAcquireAll(List.of("r:1", "r:bad", "r:3")).block(BOUND);
+        assertThat(batch.busy()).isEmpty();
+        // The lock key of one lease replaced by a key of another type: the release script fails for it alone.
+        inspector.del(prefix + "{r:bad}");
+        inspector.hset(prefix + "{r:bad}", "field", "value");
+        inspector.configResetstat();
+        org.assertj.core.api.Assertions.assertThatThrownBy(() -> batch.releaseAll().block(BOUND))
+                .isInstanceOf(LockServiceException.class)
+                .hasMessageContaining("'r:bad'");
+        assertThat(scriptCalls()).as("script calls for the batch's releases").isEqualTo(1);
+        assertThat(inspector.exists(prefix + "{r:1}", prefix + "{r:3}")).as("the other locks released").isZero();
+        assertThat(batch.lease("r:1").release().block(BOUND)).isEqualTo(ReleaseOutcome.RELEASED);
+        // The failed release may be retried: its lock no longer holds the lease.
+        inspector.del(prefix + "{r:bad}");
+        assertThat(batch.lease("r:bad").release().block(BOUND)).isEqualTo(ReleaseOutcome.NOT_HELD);
         assertThat(client.heldLeases()).isZero();
     }
 

@@ -126,7 +126,19 @@ final class HeldLease implements FencedLease {
 
     @Override
     public Mono<ReleaseOutcome> release() {
-        return end(0);
+        return end(0, null);
+    }
+
+    /**
+     * As {@link #release()}, with the store's owner-checked release sent through {@code call}, so that the releases
+     * of a batch share one store call ({@link BatchedReleases}). A hand-off to a waiter of this client is still a call
+     * of its own. The request, if any, is handed to {@code call} while the returned Mono is subscribed.
+     *
+     * @param call the batch's store call
+     * @return the outcome
+     */
+    Mono<ReleaseOutcome> release(BatchedReleases call) {
+        return end(0, call);
     }
 
     @Override
@@ -137,7 +149,7 @@ final class HeldLease implements FencedLease {
         if (sinceGrant.isNegative() || sinceGrant.compareTo(MAX_TAIL) > 0) {
             return Mono.error(new IllegalArgumentException("sinceGrant must be between 0 and 1 day, was " + sinceGrant));
         }
-        return end(sinceGrant.toNanos());
+        return end(sinceGrant.toNanos(), null);
     }
 
     @Override
@@ -159,7 +171,7 @@ final class HeldLease implements FencedLease {
      * The one way a release ends, plain ({@code keepNanos} 0) or with a tail: its outcome is made once, and every
      * later call of either kind emits it.
      */
-    private Mono<ReleaseOutcome> end(long keepNanos) {
+    private Mono<ReleaseOutcome> end(long keepNanos, @Nullable BatchedReleases call) {
         return Mono.defer(() -> {
             Sinks.One<ReleaseOutcome> existing = release.get();
             if (existing != null) {
@@ -168,10 +180,10 @@ final class HeldLease implements FencedLease {
             Sinks.One<ReleaseOutcome> mine = Sinks.one();
             if (!release.compareAndSet(null, mine)) {
                 Sinks.One<ReleaseOutcome> winner = release.get();
-                return winner != null ? winner.asMono() : end(keepNanos);
+                return winner != null ? winner.asMono() : end(keepNanos, call);
             }
             // The release runs to its end even if this subscriber cancels, so that its outcome is known.
-            doRelease(keepNanos).subscribe(mine::tryEmitValue, error -> {
+            doRelease(keepNanos, call).subscribe(mine::tryEmitValue, error -> {
                 release.set(null); // a later call may retry
                 expireIfStillReleasingAtDeadline();
                 mine.tryEmitError(error);
@@ -180,7 +192,7 @@ final class HeldLease implements FencedLease {
         });
     }
 
-    private Mono<ReleaseOutcome> doRelease(long keepNanos) {
+    private Mono<ReleaseOutcome> doRelease(long keepNanos, @Nullable BatchedReleases call) {
         State s = state.get();
         if (s == State.HELD && !state.compareAndSet(State.HELD, State.RELEASING)) {
             s = state.get();
@@ -192,7 +204,7 @@ final class HeldLease implements FencedLease {
             }
             // A waiter of this client takes the lock over in the same store call, or the lock is released to all.
             Mono<Boolean> handedOff = handoffs.handOff(this);
-            return (handedOff != null ? handedOff : releaseInStore()).map(deleted -> {
+            return (handedOff != null ? handedOff : releaseInStore(call)).map(deleted -> {
                 if (deleted) {
                     state.set(State.RELEASED);
                     registry.settled(this);
@@ -210,7 +222,7 @@ final class HeldLease implements FencedLease {
         if (cause != null && (cause.reason() == LossReason.EXPIRED || cause.reason() == LossReason.SERVER_CHANGED)) {
             // Lost by our clock, or by a change of server that may have kept the key (a failover to a replica that
             // has it): the key may still be ours; free it for the next holder (owner- and token-checked).
-            return releaseInStore()
+            return releaseInStore(call)
                     .onErrorResume(e -> Mono.just(false))
                     .thenReturn(ReleaseOutcome.NOT_HELD);
         }
@@ -458,7 +470,13 @@ final class HeldLease implements FencedLease {
 
     /** The owner-checked release of this lease's lock, counted as in flight so that close lets it finish. */
     private Mono<Boolean> releaseInStore() {
-        return runtime.inFlight().track(runtime.store().release(name, owner, token));
+        return releaseInStore(null);
+    }
+
+    /** As {@link #releaseInStore()}, through a batch's store call when given one. */
+    private Mono<Boolean> releaseInStore(@Nullable BatchedReleases call) {
+        return runtime.inFlight().track(call != null ? call.release(name, owner, token)
+                : runtime.store().release(name, owner, token));
     }
 
     boolean isActive() {

@@ -3,16 +3,21 @@ package dev.fenced.lock.internal;
 import dev.fenced.lock.AcquireOptions;
 import dev.fenced.lock.FencedLease;
 import dev.fenced.lock.FencedLeaseBatch;
+import dev.fenced.lock.ReleaseOutcome;
 import java.util.ArrayList;
 import java.util.Collection;
+import java.util.Collections;
 import java.util.HashSet;
+import java.util.LinkedHashMap;
 import java.util.List;
+import java.util.Map;
 import java.util.Queue;
 import java.util.Set;
 import java.util.concurrent.ConcurrentLinkedQueue;
 import java.util.function.Function;
 import java.util.function.Predicate;
 import org.jspecify.annotations.Nullable;
+import reactor.core.Disposable;
 import reactor.core.publisher.Flux;
 import reactor.core.publisher.Mono;
 import reactor.util.context.ContextView;
@@ -100,8 +105,21 @@ public final class LeaseBatches {
      * @return the batch
      */
     public static Mono<FencedLeaseBatch> collect(List<String> names, Function<String, Mono<FencedLease>> tryOne) {
+        return collect(names, tryOne, leases -> outcomes(leases, FencedLease::release));
+    }
+
+    /**
+     * As {@link #collect(List, Function)}, with a batch whose {@code releaseAll} runs {@code releaser}.
+     *
+     * @param names the names, checked
+     * @param tryOne one cancel-safe single attempt
+     * @param releaser releases a batch's leases ({@link FencedLeaseBatch#of(List, List, Function)})
+     * @return the batch
+     */
+    static Mono<FencedLeaseBatch> collect(List<String> names, Function<String, Mono<FencedLease>> tryOne,
+            Function<List<FencedLease>, Mono<Map<String, ReleaseOutcome>>> releaser) {
         if (names.isEmpty()) {
-            return Mono.fromSupplier(() -> FencedLeaseBatch.of(List.of(), List.of()));
+            return Mono.fromSupplier(() -> FencedLeaseBatch.of(List.of(), List.of(), releaser));
         }
         return Mono.defer(() -> {
             Granted granted = new Granted();
@@ -119,12 +137,61 @@ public final class LeaseBatches {
                                 busy.add(slot.name());
                             }
                         }
-                        return FencedLeaseBatch.of(leases, busy);
+                        return FencedLeaseBatch.of(leases, busy, releaser);
                     })
                     // Cancelled or failed before the batch was made: its leases have no one else to release them.
                     .doOnCancel(granted::abandon)
                     .doOnError(e -> granted.abandon())
                     .doOnDiscard(FencedLeaseBatch.class, LeaseBatches::releaseDiscarded);
+        });
+    }
+
+    /**
+     * Releases the leases with {@code release}, all subscribed at once, as {@link FencedLeaseBatch#releaseAll()}
+     * promises: each lease's outcome by lock name, in the leases' order; the first failure once every release has
+     * ended.
+     *
+     * @param leases the leases
+     * @param release one lease's release
+     * @return the outcomes
+     */
+    public static Mono<Map<String, ReleaseOutcome>> outcomes(List<FencedLease> leases,
+            Function<FencedLease, Mono<ReleaseOutcome>> release) {
+        return Flux.fromIterable(leases)
+                .flatMapSequentialDelayError(lease -> release.apply(lease).map(outcome -> Map.entry(lease.name(), outcome)),
+                        Math.max(1, leases.size()), 1)
+                .collectList()
+                .map(entries -> {
+                    Map<String, ReleaseOutcome> outcomes = new LinkedHashMap<>();
+                    entries.forEach(e -> outcomes.put(e.getKey(), e.getValue()));
+                    return Collections.unmodifiableMap(outcomes);
+                });
+    }
+
+    /**
+     * Releases a batch's leases with one store call ({@link LeaseStore#releaseAll}, through {@link BatchedReleases}):
+     * every lease's release is subscribed first (each hands in its owner-checked request, or needs none), then the
+     * call leaves. A lease that is not one of this client's held leases is released as its own
+     * {@link FencedLease#release()} does.
+     *
+     * @param store the client's store
+     * @param leases the batch's leases
+     * @return the outcomes, as {@link #outcomes} makes them
+     */
+    static Mono<Map<String, ReleaseOutcome>> releaseTogether(LeaseStore store, List<FencedLease> leases) {
+        return Mono.create(sink -> {
+            BatchedReleases call = new BatchedReleases(store);
+            Disposable outcome;
+            try {
+                outcome = outcomes(leases, lease -> {
+                    HeldLease held = HeldLease.of(lease);
+                    return held != null ? held.release(call) : lease.release();
+                }).subscribe(sink::success, sink::error);
+            } finally {
+                // Subscribing made every request there is to make (or failed): send them, whatever happened.
+                call.send();
+            }
+            sink.onCancel(outcome);
         });
     }
 

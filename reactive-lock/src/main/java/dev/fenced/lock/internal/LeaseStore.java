@@ -109,6 +109,64 @@ public interface LeaseStore {
     Mono<Boolean> release(String name, String owner, @Nullable Long token);
 
     /**
+     * Releases many leases at once, each as {@link #release} does (owner- and token-checked, its waiters notified),
+     * each with its own result. A store that can do it sends one call for all of them (one release-script call on
+     * one Redis server); this default sends each release as a call of its own, all at once, and collects the
+     * results.
+     *
+     * @param requests the releases, at least one
+     * @return for each request, in the same order, whether its lock held it and was deleted, or its failure; the
+     *     Mono itself never fails: a call that failed as a whole is that failure for each of its requests
+     */
+    default Mono<List<ReleaseResult>> releaseAll(List<ReleaseRequest> requests) {
+        return Flux.fromIterable(requests)
+                .flatMapSequential(r -> release(r.name(), r.owner(), r.token())
+                        .map(ReleaseResult::of)
+                        .onErrorResume(e -> Mono.just(ReleaseResult.failed(e))), Math.max(1, requests.size()))
+                .collectList();
+    }
+
+    /**
+     * One release of {@link #releaseAll}.
+     *
+     * @param name the lock name
+     * @param owner the owner id
+     * @param token the token, or {@code null} to match any token of this owner
+     */
+    record ReleaseRequest(String name, String owner, @Nullable Long token) {
+    }
+
+    /**
+     * The result of one release of {@link #releaseAll}: whether the lock held the lease and was deleted, or the
+     * failure.
+     *
+     * @param released whether it was deleted, or {@code null} when the release failed
+     * @param failure why it failed, or {@code null}
+     */
+    record ReleaseResult(@Nullable Boolean released, @Nullable Throwable failure) {
+
+        /**
+         * A release that ran.
+         *
+         * @param released whether the lock held the lease and was deleted
+         * @return the result
+         */
+        public static ReleaseResult of(boolean released) {
+            return new ReleaseResult(released, null);
+        }
+
+        /**
+         * A failure.
+         *
+         * @param failure the failure
+         * @return the result
+         */
+        public static ReleaseResult failed(Throwable failure) {
+            return new ReleaseResult(null, failure);
+        }
+    }
+
+    /**
      * Releases a lock that {@code owner:token} holds and tries to take it for {@code nextOwner}, as
      * {@link #acquire} does: a hand-off from a lease of this client to its next waiter for the lock. A store that
      * can do it in one atomic step takes the lock over without notifying other waiters (the lock stays taken);

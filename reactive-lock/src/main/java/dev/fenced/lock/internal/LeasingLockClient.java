@@ -169,7 +169,8 @@ public final class LeasingLockClient implements FencedLockClient {
     /**
      * One store call for the whole batch ({@link LeaseStore#acquireAll}): each name is an attempt of its own (its
      * owner id, floor, undo and grant, as {@link #tryAcquire(String)}'s), whose store call is its part of the batch's
-     * call ({@link BatchedAcquires}).
+     * call ({@link BatchedAcquires}); the batch's {@code releaseAll} is one store call too
+     * ({@link LeaseStore#releaseAll}, {@link BatchedReleases}).
      */
     @Override
     public Mono<dev.fenced.lock.FencedLeaseBatch> tryAcquireAll(java.util.Collection<String> names, AcquireOptions options) {
@@ -203,7 +204,7 @@ public final class LeasingLockClient implements FencedLockClient {
             Mono<dev.fenced.lock.FencedLeaseBatch> batch = LeaseBatches.collect(ordered, name -> observed(name,
                             attempts.run(name, leaseNanos, capNanos, call.sender(name))
                                     .mapNotNull(AcquireAttempt.Result::lease)
-                                    .map(HeldLease::handle)))
+                                    .map(HeldLease::handle)), leases -> LeaseBatches.releaseTogether(runtime.store(), leases))
                     .doOnCancel(call::sendNow);
             Scheduler emission = settings.emissionScheduler();
             return emission == null ? batch : batch.publishOn(emission);

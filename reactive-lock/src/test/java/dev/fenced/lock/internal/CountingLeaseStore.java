@@ -14,6 +14,8 @@ class CountingLeaseStore implements LeaseStore {
     final AtomicInteger releases = new AtomicInteger();
     /** Calls of {@link #acquireAll}, each counted once (the default's single acquires are counted too). */
     final AtomicInteger acquireAlls = new AtomicInteger();
+    /** The size of each call of {@link #releaseAll}, in order (the default's single releases are counted too). */
+    final List<Integer> releaseAlls = new CopyOnWriteArrayList<>();
     /** Hand-offs: each is a release and an acquire in one call. */
     final AtomicInteger handoffs = new AtomicInteger();
     final List<Integer> renewBatches = new CopyOnWriteArrayList<>();
@@ -62,6 +64,14 @@ class CountingLeaseStore implements LeaseStore {
         return Mono.defer(() -> {
             releases.incrementAndGet();
             return delegate.release(name, owner, token);
+        });
+    }
+
+    @Override
+    public Mono<List<ReleaseResult>> releaseAll(List<ReleaseRequest> requests) {
+        return Mono.defer(() -> {
+            releaseAlls.add(requests.size());
+            return LeaseStore.super.releaseAll(requests);
         });
     }
 

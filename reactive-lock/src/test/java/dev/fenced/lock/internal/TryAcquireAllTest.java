@@ -99,6 +99,78 @@ class TryAcquireAllTest {
     }
 
     @Test
+    void releaseAllIsOneStoreCallForEveryLeaseThatNeedsOne() {
+        FencedLeaseBatch batch = client.tryAcquireAll(List.of("a", "b", "c", "d", "e")).block(BOUND);
+        // b released on its own before, c lost: neither needs the batch's call (c's lock is freed as a lost lease's is).
+        assertThat(batch.lease("b").release().block(BOUND)).isEqualTo(ReleaseOutcome.RELEASED);
+        assertThat(client.forceLoss("c", LossReason.NOT_HELD)).isTrue();
+        int singleReleases = store.releases.get();
+        Map<String, ReleaseOutcome> outcomes = batch.releaseAll().block(BOUND);
+        assertThat(outcomes).containsExactly(Map.entry("a", ReleaseOutcome.RELEASED), Map.entry("b", ReleaseOutcome.RELEASED),
+                Map.entry("c", ReleaseOutcome.NOT_HELD), Map.entry("d", ReleaseOutcome.RELEASED),
+                Map.entry("e", ReleaseOutcome.RELEASED));
+        assertThat(store.releaseAlls).as("one store call, for a, d and e").containsExactly(3);
+        assertThat(store.releases.get() - singleReleases).as("the default releaseAll's own releases").isEqualTo(3);
+        assertThat(heldInStore("a") || heldInStore("d") || heldInStore("e")).isFalse();
+        assertThat(client.heldLeases()).isZero();
+    }
+
+    @Test
+    void aLeaseOfTheBatchWithAWaiterOfThisClientIsHandedOffAndTheOthersShareOneCall() {
+        FencedLeaseBatch batch = client.tryAcquireAll(List.of("a", "b", "c")).block(BOUND);
+        java.util.concurrent.CompletableFuture<FencedLease> waiter = client.acquire("b").toFuture();
+        assertThat(waiter).isNotDone();
+        Map<String, ReleaseOutcome> outcomes = batch.releaseAll().block(BOUND);
+        assertThat(outcomes.values()).containsOnly(ReleaseOutcome.RELEASED);
+        assertThat(store.handoffs).as("b handed to the waiter in a call of its own").hasValue(1);
+        assertThat(store.releaseAlls).as("a and c in one call").containsExactly(2);
+        assertThat(waiter).isCompleted();
+        FencedLease next = waiter.join();
+        assertThat(next.token()).isGreaterThan(batch.lease("b").token());
+        assertThat(memory.lock("b").block(BOUND).token()).isEqualTo(next.token());
+        assertThat(heldInStore("a") || heldInStore("c")).isFalse();
+        next.release().block(BOUND);
+    }
+
+    @Test
+    void aReleaseTheStoreFailsFailsReleaseAllOnceTheOthersEndedAndCanBeRetried() {
+        LockServiceException down = LockServiceException.of("b", "release", "down", null);
+        java.util.concurrent.atomic.AtomicBoolean failB = new java.util.concurrent.atomic.AtomicBoolean(true);
+        List<List<String>> asked = new java.util.concurrent.CopyOnWriteArrayList<>();
+        CountingLeaseStore half = new CountingLeaseStore(memory) {
+            @Override
+            public Mono<List<ReleaseResult>> releaseAll(List<ReleaseRequest> requests) {
+                asked.add(requests.stream().map(ReleaseRequest::name).toList());
+                if (!failB.get()) {
+                    return super.releaseAll(requests);
+                }
+                // The call fails for b alone: b stays held in the store, the others are released.
+                List<ReleaseRequest> others = requests.stream().filter(r -> !r.name().equals("b")).toList();
+                return super.releaseAll(others).map(results -> {
+                    List<ReleaseResult> all = new ArrayList<>(results);
+                    for (int i = 0; i < requests.size(); i++) {
+                        if (requests.get(i).name().equals("b")) {
+                            all.add(i, ReleaseResult.failed(down));
+                        }
+                    }
+                    return all;
+                });
+            }
+        };
+        LeasingLockClient halfClient = client(half);
+        FencedLeaseBatch batch = halfClient.tryAcquireAll(List.of("a", "b", "c")).block(BOUND);
+        StepVerifier.create(batch.releaseAll()).verifyErrorSatisfies(e -> assertThat(e).isSameAs(down));
+        assertThat(asked).as("one call for the three").containsExactly(List.of("a", "b", "c"));
+        assertThat(heldInStore("a") || heldInStore("c")).as("the others released").isFalse();
+        assertThat(heldInStore("b")).isTrue();
+        assertThat(batch.lease("a").release().block(BOUND)).isEqualTo(ReleaseOutcome.RELEASED);
+        failB.set(false);
+        assertThat(batch.lease("b").release().block(BOUND)).as("retried alone").isEqualTo(ReleaseOutcome.RELEASED);
+        assertThat(heldInStore("b")).isFalse();
+        assertThat(halfClient.heldLeases()).isZero();
+    }
+
+    @Test
     void cancellingBeforeTheReplyLeavesNoLockBehind() {
         CountingLeaseStore slow = new CountingLeaseStore(memory) {
             @Override

@@ -47,6 +47,12 @@ public final class RedisLeaseStore implements LeaseStore {
     /** The holder label written with every grant, or {@code null} for none. */
     private final @Nullable String holderLabel;
     private final boolean oneServer;
+
+    /**
+     * Whether the server refused a call of {@link #acquireAll} or {@link #releaseAll} whose keys span hash slots (a
+     * proxy or a sharded service behind one address): from then on their requests go as single requests do.
+     */
+    private volatile boolean crossSlotRefused;
     private final Sinks.Many<String> serverChanges = Sinks.many().multicast().directBestEffort();
     // Read here, on the thread that builds the client: reading resources on an event loop would block it.
     private final LuaScript acquireScript = LuaScript.ACQUIRE;
@@ -173,7 +179,8 @@ public final class RedisLeaseStore implements LeaseStore {
      * On one server (directly or through Sentinel) without replica acknowledgement: one call of the acquire script
      * for every request, whatever the batcher is doing meanwhile; each lock gets its own reply or error, and a call
      * that fails as a whole fails each request with its own lock's name. On a cluster, whose locks live in many
-     * slots, and with replica acknowledgement, each request is a call of its own (the default).
+     * slots, with replica acknowledgement, and on a server that refuses a call whose keys span hash slots (a proxy,
+     * which ran nothing of the refused call), each request is a call of its own (the default).
      */
     @Override
     public Mono<List<AcquireResult>> acquireAll(List<LeaseStore.AcquireRequest> requests) {
@@ -183,6 +190,9 @@ public final class RedisLeaseStore implements LeaseStore {
         List<AcquireRequest> all = new ArrayList<>(requests.size());
         for (LeaseStore.AcquireRequest r : requests) {
             all.add(new AcquireRequest(r.name(), r.owner(), r.leaseMillis(), r.floor()));
+        }
+        if (crossSlotRefused && all.size() > 1) {
+            return LeaseStore.super.acquireAll(requests);
         }
         return Mono.defer(() -> evalTogether(acquireScript, acquireKeys(all), acquireArgs(all, "", "")))
                 .map(list -> acquireReplies(list, all.size()))
@@ -202,13 +212,26 @@ public final class RedisLeaseStore implements LeaseStore {
                     // A grant counts once a change of server found after a reconnect has been reported.
                     return granted ? connections.verified().thenReturn(results) : Mono.just(results);
                 })
-                .onErrorResume(e -> {
-                    List<AcquireResult> failed = new ArrayList<>(all.size());
-                    for (AcquireRequest r : all) {
-                        failed.add(AcquireResult.failed(commands.classify(e, r.name(), "acquire")));
-                    }
-                    return Mono.just(failed);
-                });
+                .onErrorResume(e -> callFailed(e, all.size(), () -> LeaseStore.super.acquireAll(requests),
+                        i -> AcquireResult.failed(commands.classify(e, all.get(i).name(), "acquire"))));
+    }
+
+    /**
+     * A batch call ({@link #acquireAll}, {@link #releaseAll}) that failed as a whole: a call of several locks that
+     * the server refused for spanning hash slots ran nothing, so its requests go as single requests do, now and from
+     * now on; any other failure is each request's own.
+     */
+    private <X> Mono<List<X>> callFailed(Throwable error, int requests, java.util.function.Supplier<Mono<List<X>>> each,
+            java.util.function.IntFunction<X> failed) {
+        if (RedisErrors.crossSlot(error) && requests > 1) {
+            crossSlotRefused = true;
+            return each.get();
+        }
+        List<X> results = new ArrayList<>(requests);
+        for (int i = 0; i < requests; i++) {
+            results.add(failed.apply(i));
+        }
+        return Mono.just(results);
     }
 
     /** Several acquires in one call of the acquire script. */
@@ -325,6 +348,38 @@ public final class RedisLeaseStore implements LeaseStore {
     public Mono<Boolean> release(String name, String owner, @Nullable Long token) {
         ReleaseRequest request = new ReleaseRequest(name, owner, token);
         return releases != null ? releases.send(request) : releaseAlone(request);
+    }
+
+    /**
+     * On one server (directly or through Sentinel): one call of the release script for every request, whatever the
+     * batcher is doing meanwhile (a batch's releases leave together, not in the batcher's calls of
+     * {@value ScriptBatcher#BATCH}); each lease gets its own result or error, and a call that fails as a whole fails
+     * each request with its own lock's name. On a cluster, and on a server that refuses a call whose keys span hash
+     * slots, each release is sent as {@link #release} sends it (the default).
+     */
+    @Override
+    public Mono<List<ReleaseResult>> releaseAll(List<LeaseStore.ReleaseRequest> requests) {
+        if (!oneServer || requests.isEmpty() || (crossSlotRefused && requests.size() > 1)) {
+            return LeaseStore.super.releaseAll(requests);
+        }
+        List<ReleaseRequest> all = new ArrayList<>(requests.size());
+        for (LeaseStore.ReleaseRequest r : requests) {
+            all.add(new ReleaseRequest(r.name(), r.owner(), r.token()));
+        }
+        return Mono.defer(() -> evalTogether(releaseScript, releaseKeys(all), releaseArgs(all)))
+                .map(list -> {
+                    List<ScriptBatcher.Reply<Boolean>> replies = releaseReplies(list, all.size());
+                    List<ReleaseResult> results = new ArrayList<>(replies.size());
+                    for (int i = 0; i < replies.size(); i++) {
+                        ScriptBatcher.Reply<Boolean> reply = replies.get(i);
+                        Throwable error = reply.error();
+                        results.add(error != null ? ReleaseResult.failed(commands.classify(error, all.get(i).name(),
+                                "release")) : ReleaseResult.of(Boolean.TRUE.equals(reply.value())));
+                    }
+                    return results;
+                })
+                .onErrorResume(e -> callFailed(e, all.size(), () -> LeaseStore.super.releaseAll(requests),
+                        i -> ReleaseResult.failed(commands.classify(e, all.get(i).name(), "release"))));
     }
 
     private Mono<Boolean> releaseAlone(ReleaseRequest request) {

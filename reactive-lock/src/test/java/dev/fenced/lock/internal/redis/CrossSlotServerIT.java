@@ -3,9 +3,12 @@ package dev.fenced.lock.internal.redis;
 import static org.assertj.core.api.Assertions.assertThat;
 
 import dev.fenced.lock.internal.ClientSettings;
+import dev.fenced.lock.internal.LeaseStore;
 import dev.fenced.testservices.RedisProcess;
 import io.lettuce.core.RedisURI;
 import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
 import java.util.UUID;
 import org.junit.jupiter.api.Test;
 
@@ -30,6 +33,23 @@ class CrossSlotServerIT {
                     ReplicaAcks.NONE);
             try {
                 RedisLeaseStoreIT.acquireAndReleaseAtOnce(store, "slot-", 200);
+                // The batch calls too: refused as one call, each lock alone, nothing ran twice.
+                List<LeaseStore.AcquireRequest> acquires = new ArrayList<>();
+                List<LeaseStore.ReleaseRequest> releases = new ArrayList<>();
+                for (int i = 0; i < 8; i++) {
+                    acquires.add(new LeaseStore.AcquireRequest("batch-" + i, "owner-" + i, 30_000, 0));
+                    releases.add(new LeaseStore.ReleaseRequest("batch-" + i, "owner-" + i, null));
+                }
+                List<LeaseStore.AcquireResult> granted = store.acquireAll(acquires).block(Duration.ofSeconds(10));
+                assertThat(granted).hasSize(8).allSatisfy(r -> {
+                    assertThat(r.failure()).isNull();
+                    assertThat(r.reply().acquired()).isTrue();
+                });
+                List<LeaseStore.ReleaseResult> released = store.releaseAll(releases).block(Duration.ofSeconds(10));
+                assertThat(released).hasSize(8).allSatisfy(r -> {
+                    assertThat(r.failure()).isNull();
+                    assertThat(r.released()).isTrue();
+                });
             } finally {
                 store.close().block(Duration.ofSeconds(10));
                 settings.scheduler().dispose();
