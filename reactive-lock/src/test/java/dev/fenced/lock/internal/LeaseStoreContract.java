@@ -251,6 +251,24 @@ public abstract class LeaseStoreContract {
         assertThat(replies.stream().filter(AcquireReply::acquired).count()).isEqualTo(1);
     }
 
+    @Test
+    void namesOfAnyScriptAreTheirOwnLocksInSingleAndBatchCallsAndListedAsGiven() {
+        List<String> names = List.of(name + "-ключ", name + "-日本語", name + "-🔒", name + "-é" + "é".repeat(100));
+        List<LeaseStore.AcquireResult> granted = store().acquireAll(names.stream()
+                .map(n -> new LeaseStore.AcquireRequest(n, "a", 10_000, 0)).toList()).block(Duration.ofSeconds(5));
+        assertThat(granted).hasSize(names.size()).allSatisfy(r -> assertThat(r.reply().acquired()).isTrue());
+        assertThat(acquire(names.get(1), "b", 10_000, 0).acquired()).as("held under its own name").isFalse();
+        assertThat(list(name + "-*")).extracting(LeaseStore.LockState::name).containsExactlyInAnyOrderElementsOf(names);
+        List<LeaseStore.ReleaseResult> released = store().releaseAll(names.stream()
+                .map(n -> new LeaseStore.ReleaseRequest(n, "a", null)).toList()).block(Duration.ofSeconds(5));
+        assertThat(released).hasSize(names.size()).allSatisfy(r -> assertThat(r.released()).isTrue());
+        assertThat(list(name + "-*")).isEmpty();
+        AcquireReply single = acquire(names.get(2), "c", 10_000, 0);
+        assertThat(single.acquired()).isTrue();
+        assertThat(single.token()).isGreaterThan(granted.get(2).reply().token());
+        assertThat(release(names.get(2), "c", single.token())).isTrue();
+    }
+
     private List<LeaseStore.LockState> list(String pattern) {
         List<LeaseStore.LockState> locks = store().locks(NamePattern.of(pattern)).collectList().block(Duration.ofSeconds(30));
         assertThat(locks).isNotNull();

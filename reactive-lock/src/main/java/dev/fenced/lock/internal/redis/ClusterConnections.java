@@ -11,7 +11,6 @@ import io.lettuce.core.cluster.api.reactive.RedisClusterReactiveCommands;
 import io.lettuce.core.cluster.models.partitions.RedisClusterNode;
 import io.lettuce.core.cluster.pubsub.RedisClusterPubSubAdapter;
 import io.lettuce.core.cluster.pubsub.StatefulRedisClusterPubSubConnection;
-import io.lettuce.core.codec.StringCodec;
 import java.time.Duration;
 import java.util.List;
 import org.jspecify.annotations.Nullable;
@@ -32,8 +31,8 @@ final class ClusterConnections extends BaseConnections<StatefulRedisClusterConne
     private ClusterConnections(RedisClusterClient client, boolean owns, String keyPrefix, RedisConnections.Listener listener) {
         super(client, owns, keyPrefix,
                 // Lettuce connects only once it knows the topology; loading it first never blocks a thread.
-                () -> client.refreshPartitionsAsync().thenCompose(loaded -> client.connectAsync(StringCodec.UTF8)),
-                () -> client.refreshPartitionsAsync().thenCompose(loaded -> client.connectPubSubAsync(StringCodec.UTF8)),
+                () -> client.refreshPartitionsAsync().thenCompose(loaded -> client.connectAsync(Utf8Codec.UTF8)),
+                () -> client.refreshPartitionsAsync().thenCompose(loaded -> client.connectPubSubAsync(Utf8Codec.UTF8)),
                 listener);
     }
 

@@ -7,7 +7,6 @@ import io.lettuce.core.RedisNoScriptException;
 import io.lettuce.core.ScriptOutputType;
 import io.lettuce.core.api.StatefulRedisConnection;
 import io.lettuce.core.cluster.api.reactive.RedisClusterReactiveCommands;
-import io.lettuce.core.codec.StringCodec;
 import io.lettuce.core.output.CommandOutput;
 import io.lettuce.core.output.NestedMultiOutput;
 import io.lettuce.core.protocol.AsyncCommand;
@@ -116,12 +115,12 @@ final class RedisCommands {
     private static <T> Mono<T> dispatched(StatefulRedisConnection<String, String> connection, CommandType type,
             String script, String[] scriptKeys, String[] args) {
         return Mono.create(sink -> {
-            CommandArgs<String, String> commandArgs = new CommandArgs<>(StringCodec.UTF8).add(script).add(scriptKeys.length)
+            CommandArgs<String, String> commandArgs = new CommandArgs<>(Utf8Codec.UTF8).add(script).add(scriptKeys.length)
                     .addKeys(scriptKeys).addValues(args);
             // A MULTI reply is a list; the caller names the type it reads it as (as the reactive API lets it).
             @SuppressWarnings("unchecked")
             CommandOutput<String, String, T> output =
-                    (CommandOutput<String, String, T>) (CommandOutput<String, String, ?>) new NestedMultiOutput<>(StringCodec.UTF8);
+                    (CommandOutput<String, String, T>) (CommandOutput<String, String, ?>) new NestedMultiOutput<>(Utf8Codec.UTF8);
             AsyncCommand<String, String, T> command = new AsyncCommand<>(new Command<>(type, output, commandArgs));
             // Set by this Mono's own cancellation, whose completion goes nowhere; a command Lettuce cancels itself
             // (a reset, a close with commands buffered, a failed reconnect) fails the Mono with its

@@ -5,7 +5,6 @@ import io.lettuce.core.RedisClient;
 import io.lettuce.core.RedisURI;
 import io.lettuce.core.api.StatefulRedisConnection;
 import io.lettuce.core.cluster.api.reactive.RedisClusterReactiveCommands;
-import io.lettuce.core.codec.StringCodec;
 import io.lettuce.core.pubsub.RedisPubSubAdapter;
 import io.lettuce.core.pubsub.StatefulRedisPubSubConnection;
 import java.time.Duration;
@@ -22,8 +21,8 @@ final class StandaloneConnections extends BaseConnections<StatefulRedisConnectio
 
     private StandaloneConnections(RedisClient client, boolean owns, RedisURI uri, String keyPrefix, RedisConnections.Listener listener) {
         super(client, owns, keyPrefix,
-                () -> client.connectAsync(StringCodec.UTF8, uri),
-                () -> client.connectPubSubAsync(StringCodec.UTF8, uri),
+                () -> client.connectAsync(Utf8Codec.UTF8, uri),
+                () -> client.connectPubSubAsync(Utf8Codec.UTF8, uri),
                 listener);
     }
 
