@@ -185,7 +185,7 @@ final class HeldLease implements FencedLease {
             // The release runs to its end even if this subscriber cancels, so that its outcome is known.
             doRelease(keepNanos, call).subscribe(mine::tryEmitValue, error -> {
                 release.set(null); // a later call may retry
-                expireIfStillReleasingAtDeadline();
+                expireAtDeadlineIfStillReleasing();
                 mine.tryEmitError(error);
             });
             return mine.asMono();
@@ -204,13 +204,13 @@ final class HeldLease implements FencedLease {
             }
             // A waiter of this client takes the lock over in the same store call, or the lock is released to all.
             Mono<Boolean> handedOff = handoffs.handOff(this);
-            return (handedOff != null ? handedOff : releaseInStore(call)).map(deleted -> {
-                if (deleted) {
-                    state.set(State.RELEASED);
+            return (handedOff != null ? expiringAtDeadline(handedOff) : releaseInStore(call)).map(deleted -> {
+                if (deleted && state.compareAndSet(State.RELEASING, State.RELEASED)) {
                     registry.settled(this);
                     lost.tryEmitEmpty();
                     return ReleaseOutcome.RELEASED;
                 }
+                // Not held, or lost by its own clock while the hand-off was in flight (already signalled).
                 markLost(LossReason.NOT_HELD, State.RELEASING, null, Signal.SCHEDULED);
                 return ReleaseOutcome.NOT_HELD;
             });
@@ -304,16 +304,33 @@ final class HeldLease implements FencedLease {
     }
 
     /**
-     * After a failed release the lease is no longer renewed; unless a retried release succeeds first, it is
-     * lost ({@link LossReason#EXPIRED}) at its deadline, so that {@link #lost()} does not stay silent.
+     * A hand-off in flight, during which the lease is lost ({@link LossReason#EXPIRED}) at its deadline if the store
+     * has not answered by then. A hand-off is also the next owner's acquire, which a store may hold on to after its
+     * command timeout until it knows whether the acquire took effect (the PostgreSQL store cancels the statement and
+     * waits for it): the renewer has already forgotten the lease, so without this timer its loss would wait for that
+     * answer. A hand-off answered after the deadline reports {@link ReleaseOutcome#NOT_HELD}, the loss having been
+     * signalled.
      */
-    private void expireIfStillReleasingAtDeadline() {
+    private Mono<Boolean> expiringAtDeadline(Mono<Boolean> handOff) {
+        return Mono.defer(() -> {
+            reactor.core.Disposable expiry = expireAtDeadlineIfStillReleasing();
+            return handOff.doFinally(signal -> expiry.dispose());
+        });
+    }
+
+    /**
+     * Marks the lease lost ({@link LossReason#EXPIRED}) at its deadline, if it is still being released then: after a
+     * failed release (no longer renewed, so unless a retried release succeeds first, {@link #lost()} does not stay
+     * silent), and while a hand-off is in flight.
+     */
+    private reactor.core.Disposable expireAtDeadlineIfStillReleasing() {
         long delay = Math.max(0, deadline - runtime.now());
         try {
-            runtime.scheduler().schedule(() -> markLost(LossReason.EXPIRED, State.RELEASING, null, Signal.SCHEDULED), delay,
-                    TimeUnit.NANOSECONDS);
+            return runtime.scheduler().schedule(() -> markLost(LossReason.EXPIRED, State.RELEASING, null, Signal.SCHEDULED),
+                    delay, TimeUnit.NANOSECONDS);
         } catch (java.util.concurrent.RejectedExecutionException e) {
             markLost(LossReason.EXPIRED, State.RELEASING, null, Signal.SCHEDULED); // the client is closing
+            return reactor.core.Disposables.disposed();
         }
     }
 

@@ -30,6 +30,7 @@ import org.junit.jupiter.api.Test;
 import reactor.core.Disposable;
 import reactor.core.publisher.Flux;
 import reactor.core.publisher.Mono;
+import reactor.core.publisher.Sinks;
 import reactor.test.StepVerifier;
 import reactor.test.scheduler.VirtualTimeScheduler;
 
@@ -777,6 +778,51 @@ class LeasingLockClientTest {
             assertThat(waiters.get(i + 1)).isCompleted();
         }
         assertThat(waiters.get(9).join().token()).isEqualTo(11);
+    }
+
+    @Test
+    void aHandOffTheStoreDoesNotAnswerLosesTheReleasingLeaseAtItsDeadline() {
+        // A store that holds on to a hand-off past its command timeout (the PostgreSQL store waits for a cancelled
+        // acquire to end): the releasing lease is no longer renewed, so its loss must not wait for the answer.
+        Sinks.One<LeaseStore.Handoff> answer = Sinks.one();
+        CountingLeaseStore stuck = new CountingLeaseStore(memory) {
+            @Override
+            public Mono<LeaseStore.Handoff> handOff(String name, String owner, long token, String nextOwner, long leaseMillis,
+                    long floor) {
+                return answer.asMono();
+            }
+        };
+        LeasingLockClient stuckClient = LeasingLockClient.create(stuck,
+                ClientSettings.of("test:", Duration.ofSeconds(3), null, Duration.ofSeconds(10), null, clock));
+        FencedLease holder = stuckClient.acquire(LOCK).block(Duration.ofSeconds(1));
+        CompletableFuture<FencedLease> waiter = stuckClient.acquire(LOCK).toFuture();
+        CompletableFuture<ReleaseOutcome> released = holder.release().toFuture();
+        CompletableFuture<LeaseLostException> lost = holder.lost().toFuture();
+        elapse(DEADLINE.toMillis() - 1);
+        assertThat(lost).as("not lost before its deadline").isNotDone();
+        assertThat(released).isNotDone();
+        elapse(2);
+        assertThat(lost).as("lost at its deadline, the hand-off unanswered").isCompleted();
+        assertThat(lost.join().reason()).isEqualTo(LossReason.EXPIRED);
+        assertThat(holder.isHeld()).isFalse();
+        // The store answers late that the lease held the lock: the loss has been signalled, so it was not held.
+        answer.tryEmitValue(new LeaseStore.Handoff(true, null, new IllegalStateException("the next owner's acquire failed")));
+        assertThat(released).isCompletedWithValue(ReleaseOutcome.NOT_HELD);
+        assertThat(waiter).isNotDone();
+        waiter.cancel(true);
+    }
+
+    @Test
+    void aHandOffAnsweredBeforeTheDeadlineLeavesNoTimerToLoseTheLease() {
+        FencedLease holder = acquire(LOCK);
+        CompletableFuture<FencedLease> waiter = client.acquire(LOCK).toFuture();
+        assertThat(holder.release().block(Duration.ofSeconds(1))).isEqualTo(ReleaseOutcome.RELEASED);
+        assertThat(store.handoffs).hasValue(1);
+        CompletableFuture<LeaseLostException> lost = holder.lost().toFuture();
+        elapse(DEADLINE.toMillis() * 2);
+        assertThat(lost).as("completed empty on release, never lost").isCompletedWithValue(null);
+        assertThat(waiter).isCompleted();
+        waiter.join().release().block(Duration.ofSeconds(1));
     }
 
     @Test
