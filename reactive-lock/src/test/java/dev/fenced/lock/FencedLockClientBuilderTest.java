@@ -4,6 +4,7 @@ import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 import java.time.Duration;
+import java.util.List;
 import org.junit.jupiter.api.Test;
 import reactor.test.StepVerifier;
 
@@ -201,6 +202,9 @@ class FencedLockClientBuilderTest {
                         + " found U+202E in 'web-1 ?gnp.exe'");
         assertThatThrownBy(() -> builder.holderLabel("web-1\u2029")).isInstanceOf(IllegalArgumentException.class)
                 .hasMessageContaining("found U+2029");
+        assertThatThrownBy(() -> builder.holderLabel("web-\uD800\u00e9")).isInstanceOf(IllegalArgumentException.class)
+                .hasMessage("holderLabel must be valid Unicode: it has an unpaired surrogate at index 4");
+        assertThat(builder.holderLabel("web-\uD83D\uDD12")).as("a pair is fine").isSameAs(builder);
         assertThatThrownBy(() -> builder.holderLabel(null)).isInstanceOf(NullPointerException.class)
                 .hasMessage("holderLabel must not be null");
         assertThat(builder.holderLabel("x".repeat(200))).isSameAs(builder);
@@ -241,6 +245,16 @@ class FencedLockClientBuilderTest {
                     .isInstanceOf(IllegalArgumentException.class).hasMessage("expectedToken must be positive, was 0"));
             StepVerifier.create(unreachable.forceRelease("a{b}", "ops")).verifyErrorSatisfies(e -> assertThat(e)
                     .isInstanceOf(IllegalArgumentException.class).hasMessage("Lock name must not contain braces, was 'a{b}'"));
+            // An unpaired surrogate has no UTF-8 form: "x\uD800\u00e9" and "x\uD800\u01e9" were one key, and listed as none.
+            for (String broken : List.of("x\uD800\u00e9", "x\uDC00", "ends high \uD83D", "\uDD12 low first")) {
+                StepVerifier.create(unreachable.tryAcquire(broken)).verifyErrorSatisfies(e -> assertThat(e)
+                        .isInstanceOf(IllegalArgumentException.class)
+                        .hasMessageStartingWith("Lock name must be valid Unicode: it has an unpaired surrogate at index"));
+                StepVerifier.create(unreachable.tryAcquireAll(List.of("ok", broken))).verifyError(IllegalArgumentException.class);
+            }
+            StepVerifier.create(unreachable.locks("x\uD800*")).verifyErrorSatisfies(e -> assertThat(e)
+                    .isInstanceOf(IllegalArgumentException.class)
+                    .hasMessage("Lock name pattern must be valid Unicode: it has an unpaired surrogate at index 1"));
         } finally {
             unreachable.close();
         }

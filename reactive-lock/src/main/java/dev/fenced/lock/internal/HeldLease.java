@@ -313,7 +313,14 @@ final class HeldLease implements FencedLease {
      */
     private Mono<Boolean> expiringAtDeadline(Mono<Boolean> handOff) {
         return Mono.defer(() -> {
-            reactor.core.Disposable expiry = expireAtDeadlineIfStillReleasing();
+            reactor.core.Disposable expiry;
+            try {
+                expiry = scheduleExpiry();
+            } catch (java.util.concurrent.RejectedExecutionException e) {
+                // The client is closing, or its injected scheduler is disposed (the renewer has said so): the
+                // hand-off's own answer decides, as before the timer existed.
+                return handOff;
+            }
             return handOff.doFinally(signal -> expiry.dispose());
         });
     }
@@ -323,15 +330,19 @@ final class HeldLease implements FencedLease {
      * failed release (no longer renewed, so unless a retried release succeeds first, {@link #lost()} does not stay
      * silent), and while a hand-off is in flight.
      */
-    private reactor.core.Disposable expireAtDeadlineIfStillReleasing() {
-        long delay = Math.max(0, deadline - runtime.now());
+    private void expireAtDeadlineIfStillReleasing() {
         try {
-            return runtime.scheduler().schedule(() -> markLost(LossReason.EXPIRED, State.RELEASING, null, Signal.SCHEDULED),
-                    delay, TimeUnit.NANOSECONDS);
+            scheduleExpiry();
         } catch (java.util.concurrent.RejectedExecutionException e) {
             markLost(LossReason.EXPIRED, State.RELEASING, null, Signal.SCHEDULED); // the client is closing
-            return reactor.core.Disposables.disposed();
         }
+    }
+
+    /** The timer of {@link #expireAtDeadlineIfStillReleasing()}; throws if the scheduler rejects it. */
+    private reactor.core.Disposable scheduleExpiry() {
+        long delay = Math.max(0, deadline - runtime.now());
+        return runtime.scheduler().schedule(() -> markLost(LossReason.EXPIRED, State.RELEASING, null, Signal.SCHEDULED),
+                delay, TimeUnit.NANOSECONDS);
     }
 
     /** Releases on behalf of a scope that ends; failures are logged, never propagated. */

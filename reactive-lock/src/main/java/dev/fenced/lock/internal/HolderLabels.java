@@ -40,6 +40,10 @@ public final class HolderLabels {
                 return "holderLabel must not contain control characters, was '" + label.replaceAll("\\p{Cntrl}", "?") + "'";
             }
         }
+        int unpaired = KeyLayout.unpairedSurrogate(label);
+        if (unpaired >= 0) {
+            return "holderLabel must be valid Unicode: it has an unpaired surrogate at index " + unpaired;
+        }
         int invisible = invisible(label);
         if (invisible >= 0) {
             return "holderLabel must not contain Unicode format or line/paragraph separator characters, found "

@@ -83,7 +83,32 @@ public final class KeyLayout {
             // The name becomes the cluster hash tag of the lock's keys; a brace would split them over slots.
             return "Lock name must not contain braces, was '" + s + "'";
         }
+        int unpaired = unpairedSurrogate(s);
+        if (unpaired >= 0) {
+            return "Lock name must be valid Unicode: it has an unpaired surrogate at index " + unpaired
+                    + " (such a name has no UTF-8 form: its key would be another name's, invisible to the fleet view)";
+        }
         return "";
+    }
+
+    /**
+     * The index of the first surrogate of {@code text} that is not half of a pair, or -1. A string with one has no
+     * UTF-8 form: encoders write a {@code '?'} for it (and Netty's, which Lettuce uses, may drop a byte of the next
+     * character), so two such strings can encode to one key.
+     *
+     * @param text the text
+     * @return the index, or -1
+     */
+    public static int unpairedSurrogate(String text) {
+        for (int i = 0; i < text.length(); i++) {
+            char c = text.charAt(i);
+            if (Character.isHighSurrogate(c) && i + 1 < text.length() && Character.isLowSurrogate(text.charAt(i + 1))) {
+                i++;
+            } else if (Character.isSurrogate(c)) {
+                return i;
+            }
+        }
+        return -1;
     }
 
     /**

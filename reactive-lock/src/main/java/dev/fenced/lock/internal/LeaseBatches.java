@@ -18,6 +18,7 @@ import java.util.function.Function;
 import java.util.function.Predicate;
 import org.jspecify.annotations.Nullable;
 import reactor.core.Disposable;
+import reactor.core.Exceptions;
 import reactor.core.publisher.Flux;
 import reactor.core.publisher.Mono;
 import reactor.util.context.ContextView;
@@ -165,7 +166,20 @@ public final class LeaseBatches {
                     Map<String, ReleaseOutcome> outcomes = new LinkedHashMap<>();
                     entries.forEach(e -> outcomes.put(e.getKey(), e.getValue()));
                     return Collections.unmodifiableMap(outcomes);
-                });
+                })
+                // Several releases failed (a call of them all reset, say): the first, with the others suppressed.
+                .onErrorMap(Exceptions::isMultiple, LeaseBatches::firstOf);
+    }
+
+    private static Throwable firstOf(Throwable multiple) {
+        List<Throwable> all = Exceptions.unwrapMultiple(multiple);
+        Throwable first = all.get(0);
+        for (Throwable other : all.subList(1, all.size())) {
+            if (other != first) {
+                first.addSuppressed(other);
+            }
+        }
+        return first;
     }
 
     /**

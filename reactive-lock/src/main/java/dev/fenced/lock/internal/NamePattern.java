@@ -73,6 +73,10 @@ public final class NamePattern {
                 return "Lock name pattern must not contain braces, was '" + pattern + "'";
             }
         }
+        int unpaired = KeyLayout.unpairedSurrogate(pattern);
+        if (unpaired >= 0) {
+            return "Lock name pattern must be valid Unicode: it has an unpaired surrogate at index " + unpaired;
+        }
         return "";
     }
 

@@ -813,6 +813,21 @@ class LeasingLockClientTest {
     }
 
     @Test
+    void aHandOffOnADisposedSchedulerIsDecidedByItsAnswer() {
+        VirtualTimeScheduler own = VirtualTimeScheduler.create();
+        InMemoryLeaseStore ownMemory = new InMemoryLeaseStore(own);
+        LeasingLockClient ownClient = LeasingLockClient.create(new CountingLeaseStore(ownMemory),
+                ClientSettings.of("test:", Duration.ofSeconds(3), null, Duration.ofSeconds(10), null, own));
+        FencedLease holder = ownClient.acquire(LOCK).block(Duration.ofSeconds(1));
+        CompletableFuture<FencedLease> waiter = ownClient.acquire(LOCK).toFuture();
+        own.dispose();
+        // No timer can be armed: the hand-off's own answer decides (the lock passed to the waiter).
+        assertThat(holder.release().block(Duration.ofSeconds(1))).isEqualTo(ReleaseOutcome.RELEASED);
+        assertThat(ownMemory.lock(LOCK).block(Duration.ofSeconds(1)).token()).isEqualTo(holder.token() + 1);
+        assertThat(waiter).isCompleted();
+    }
+
+    @Test
     void aHandOffAnsweredBeforeTheDeadlineLeavesNoTimerToLoseTheLease() {
         FencedLease holder = acquire(LOCK);
         CompletableFuture<FencedLease> waiter = client.acquire(LOCK).toFuture();

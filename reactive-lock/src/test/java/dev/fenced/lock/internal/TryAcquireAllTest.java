@@ -171,6 +171,24 @@ class TryAcquireAllTest {
     }
 
     @Test
+    void aWholeReleaseCallThatFailsFailsReleaseAllWithTheFirstLeasesErrorNotAComposite() {
+        CountingLeaseStore reset = new CountingLeaseStore(memory) {
+            @Override
+            public Mono<List<ReleaseResult>> releaseAll(List<ReleaseRequest> requests) {
+                // The call was reset: every release fails, each with its own lock's name.
+                return Mono.just(requests.stream().map(r -> ReleaseResult.failed(
+                        LockServiceException.of(r.name(), "release", "connection reset", null))).toList());
+            }
+        };
+        LeasingLockClient resetClient = client(reset);
+        FencedLeaseBatch batch = resetClient.tryAcquireAll(List.of("a", "b", "c")).block(BOUND);
+        StepVerifier.create(batch.releaseAll()).verifyErrorSatisfies(e -> {
+            assertThat(e).isExactlyInstanceOf(LockServiceException.class).hasMessageContaining("'a'");
+            assertThat(e.getSuppressed()).hasSize(2).allSatisfy(s -> assertThat(s).isInstanceOf(LockServiceException.class));
+        });
+    }
+
+    @Test
     void cancellingBeforeTheReplyLeavesNoLockBehind() {
         CountingLeaseStore slow = new CountingLeaseStore(memory) {
             @Override

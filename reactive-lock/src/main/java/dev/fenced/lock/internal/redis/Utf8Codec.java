@@ -15,8 +15,10 @@ import org.jspecify.annotations.Nullable;
  * encodes into it and copies it over. A lock script carries several keys and arguments per lock, so that was one
  * pooled buffer per argument (each also sampled by Netty's leak detector, which records a stack trace for one
  * buffer in 128). This codec's estimate is the exact UTF-8 length ({@link ByteBufUtil#utf8Bytes}, which counts
- * what {@link ByteBufUtil#writeUtf8} writes, an unpaired surrogate as one {@code '?'}, as {@link String#getBytes}
- * writes it). Decoding and the {@link ByteBuffer} encodings (which Lettuce uses to route keys on a cluster) are
+ * what {@link ByteBufUtil#writeUtf8} writes: the bytes {@code StringCodec.UTF8} writes, which calls the same method).
+ * A string with an unpaired surrogate has no UTF-8 form (Netty writes a {@code '?'} for it and may drop a byte of
+ * the next character, so two such strings can be one key): the client refuses such names, patterns and labels
+ * before any command. Decoding and the {@link ByteBuffer} encodings (which Lettuce uses to route keys on a cluster) are
  * {@code StringCodec.UTF8}'s. Stateless and thread-safe.
  */
 final class Utf8Codec implements RedisCodec<String, String>, ToByteBufEncoder<String, String> {
