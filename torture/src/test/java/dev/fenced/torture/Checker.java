@@ -256,12 +256,12 @@ final class Checker {
                 if (latency > worst) {
                     worst = latency;
                     worstOp = op.id() + " (" + lease.lossReason() + (lease.thawedAt() != 0 ? ", frozen" : "") + ", "
-                            + op.outcome() + " at " + op.step() + ")";
+                            + op.outcome() + " at " + op.step() + ")" + timeline(lease);
                 }
                 if (latency > bound) {
                     violations++;
                     example(examples, "I5", op.id() + ": loss (" + lease.lossReason() + ") signalled "
-                            + latency / 1_000_000 + " ms after the deadline");
+                            + latency / 1_000_000 + " ms after the deadline" + timeline(lease));
                 }
             } else if (lease.releasedAt() != 0 && lease.releasedAt() - deadline > bound) {
                 violations++;
@@ -273,6 +273,24 @@ final class Checker {
             examples.add("slowest loss signal: " + worstOp + " " + worst / 1_000_000 + " ms after the deadline");
         }
         return violations;
+    }
+
+    /** Where the holder's thaw and release fell, relative to the local deadline: what I5's measure started from. */
+    private static String timeline(Grant.LeaseRecord lease) {
+        StringBuilder s = new StringBuilder(" (local deadline ");
+        long deadline = lease.deadline();
+        s.append(lease.thawedAt() == 0 ? "never frozen" : "thawed at " + signedMillis(lease.thawedAt() - deadline));
+        if (lease.releasedAt() != 0) {
+            s.append(", release called at ").append(signedMillis(lease.releasedAt() - deadline)).append(" (")
+                    .append(lease.releaseOutcome()).append(')');
+        }
+        s.append(", loss at ").append(signedMillis(lease.lostAt() - deadline)).append(')');
+        return s.toString();
+    }
+
+    private static String signedMillis(long nanos) {
+        long millis = nanos / 1_000_000;
+        return (millis >= 0 ? "+" : "") + millis + " ms";
     }
 
     private static int checkI6(List<History.Op> ops, List<Ledger.AuditRow> audit, List<String> examples) {

@@ -30,6 +30,7 @@ final class Grant {
     private volatile @Nullable LossReason lossReason;
     private volatile long releasedAt;
     private volatile @Nullable ReleaseOutcome releaseOutcome;
+    private volatile long releaseReturnedAt;
 
     private Grant(String resource, long token, String owner, @Nullable FencedLease lease, long plainDeadline,
             Supplier<ReleaseOutcome> releaser) {
@@ -44,8 +45,15 @@ final class Grant {
 
     /** A grant of the library: its loss signal is recorded as it fires. */
     static Grant of(String resource, FencedLease lease) {
-        Grant grant = new Grant(resource, lease.token(), lease.ownerId(), lease, 0,
-                () -> lease.release().block(Ledger.STATEMENT_TIMEOUT));
+        return of(resource, lease, () -> lease.release().block(Ledger.STATEMENT_TIMEOUT));
+    }
+
+    /**
+     * A grant of the library whose release goes through {@code releaser} (which releases {@code lease} in its own way,
+     * e.g. after waiting for other releases to go with it); its loss signal is recorded as it fires.
+     */
+    static Grant of(String resource, FencedLease lease, Supplier<ReleaseOutcome> releaser) {
+        Grant grant = new Grant(resource, lease.token(), lease.ownerId(), lease, 0, releaser);
         grant.sampleDeadline();
         if (grant.lastDeadline == 0) {
             // Emitted already past its deadline (the deadline counts from before the acquire was sent, and a
@@ -109,6 +117,46 @@ final class Grant {
         thawedAt = System.nanoTime();
     }
 
+    /** Whether {@link #release()} was called. */
+    boolean isReleased() {
+        return releasedAt != 0;
+    }
+
+    /**
+     * Whether the lease had no timer of its own left at {@code nanos}: its loss signal had fired, or its release had
+     * returned an outcome (a release that failed leaves a timer that signals the loss at the deadline). A freeze of its
+     * client's renewal thread that begins later cannot delay its loss signal.
+     */
+    boolean settledBefore(long nanos) {
+        long lost = lostAt;
+        if (lost != 0 && lost - nanos < 0) {
+            return true;
+        }
+        long returned = releaseReturnedAt;
+        return releaseOutcome != null && returned != 0 && returned - nanos < 0;
+    }
+
+    /** When the loss signal fired ({@link System#nanoTime()}), or 0. */
+    long lostAt() {
+        return lostAt;
+    }
+
+    /** When the holder was last marked thawed, or 0. */
+    long thawedAt() {
+        return thawedAt;
+    }
+
+    /** The last local deadline sampled. */
+    long lastDeadline() {
+        return lastDeadline;
+    }
+
+    /** Whether {@link #release()} was called before {@code nanos}. */
+    boolean releasedBefore(long nanos) {
+        long released = releasedAt;
+        return released != 0 && released - nanos < 0;
+    }
+
     /** The lease as the holder believed it after checking it and before a pause: still held. */
     FencedLease believed() {
         return new BelievedLease(requireLease());
@@ -116,9 +164,13 @@ final class Grant {
 
     ReleaseOutcome release() {
         releasedAt = System.nanoTime();
-        ReleaseOutcome outcome = releaser.get();
-        releaseOutcome = outcome;
-        return outcome;
+        try {
+            ReleaseOutcome outcome = releaser.get();
+            releaseOutcome = outcome;
+            return outcome;
+        } finally {
+            releaseReturnedAt = System.nanoTime();
+        }
     }
 
     /** What the checker needs of this grant, once the worker is done with it. */

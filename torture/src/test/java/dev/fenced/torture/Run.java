@@ -40,7 +40,25 @@ final class Run {
      * @param r2dbcUrl the shared test database, where Redis runs keep their tables
      */
     record Setup(String scenario, Arm arm, Supplier<? extends LockService> service, String r2dbcUrl, int workers,
-            List<String> resources, List<String> witnessResources, Worker.Profile profile, Duration duration) {
+            List<String> resources, List<String> witnessResources, Worker.Profile profile, Duration duration,
+            int lanesPerClient) {
+
+        /**
+         * @param lanesPerClient 1: each worker has a lock client of its own (every scenario but P14); more: the workers
+         *     share lock clients on the PostgreSQL store with shared statements on ({@link SharedStatementsLocker}), this
+         *     many to a client, so that one client has that many acquires and releases in flight at once
+         */
+        Setup {
+            if (lanesPerClient < 1) {
+                throw new IllegalArgumentException("lanesPerClient must be at least 1: " + lanesPerClient);
+            }
+        }
+
+        /** Each worker with a lock client of its own. */
+        Setup(String scenario, Arm arm, Supplier<? extends LockService> service, String r2dbcUrl, int workers,
+                List<String> resources, List<String> witnessResources, Worker.Profile profile, Duration duration) {
+            this(scenario, arm, service, r2dbcUrl, workers, resources, witnessResources, profile, duration, 1);
+        }
     }
 
     /**
@@ -118,9 +136,20 @@ final class Run {
             resources.add(2, () -> orphans.set(Orphans.of(service.heldLocks(prefix))));
             Set<Grant> active = ConcurrentHashMap.newKeySet();
             context = new Context(setup, service, ledgerUrl, ledger, prefix, history, active, resources);
-            for (int i = 1; i <= setup.workers(); i++) {
-                Worker worker = context.worker("w" + i, setup.resources());
-                threads.add(start("torture-worker-" + i, worker));
+            if (setup.lanesPerClient() == 1) {
+                for (int i = 1; i <= setup.workers(); i++) {
+                    Worker worker = context.worker("w" + i, setup.resources());
+                    threads.add(start("torture-worker-" + i, worker));
+                }
+            } else {
+                int clients = (setup.workers() + setup.lanesPerClient() - 1) / setup.lanesPerClient();
+                for (int c = 1; c <= clients; c++) {
+                    int lanes = Math.min(setup.lanesPerClient(), setup.workers() - (c - 1) * setup.lanesPerClient());
+                    List<Worker> workers = context.sharedClientWorkers("c" + c, lanes, setup.resources());
+                    for (int l = 1; l <= workers.size(); l++) {
+                        threads.add(start("torture-worker-c" + c + "-l" + l, workers.get(l - 1)));
+                    }
+                }
             }
             threads.add(start("torture-deadline-sampler", () -> {
                 // Sampling, not synchronisation: renewals move a lease's deadline, and I5 needs the last one.
@@ -205,6 +234,9 @@ final class Run {
         private final Set<Grant> active;
         private final List<AutoCloseable> resources;
         private final List<TcpProxy> workerProxies = new ArrayList<>();
+        private final List<SharedStatementsLocker> sharedLockers = new ArrayList<>();
+        /** How late the proxy of a shared client relays each reply of the database. */
+        private static final long SHARED_CLIENT_REPLY_DELAY_MILLIS = 10;
         private final List<Runnable> afterStop = new ArrayList<>();
         private final long endsAt;
         private volatile boolean running = true;
@@ -264,6 +296,42 @@ final class Run {
             workerProxies.add(proxy);
             return new Worker(name, locker(name, proxy), ledger, setup.arm(), resources, history, setup.profile(),
                     this::isRunning, active);
+        }
+
+        /**
+         * {@code lanes} workers named {@code client-l1}, {@code client-l2}, … sharing one lock client on the PostgreSQL
+         * store with shared statements on, behind one proxy of its own; the client is closed with the run.
+         */
+        List<Worker> sharedClientWorkers(String client, int lanes, List<String> names) {
+            TcpProxy proxy = service.clientProxy();
+            workerProxies.add(proxy);
+            // The database a network hop away: each statement takes a few ms more, so that the lanes' requests overlap,
+            // as a service's many requests do on a real network.
+            proxy.delayReplies(SHARED_CLIENT_REPLY_DELAY_MILLIS);
+            if (!(service.endpoint(proxy) instanceof Locker.PostgresEndpoint endpoint)) {
+                throw new IllegalStateException("Shared statements are the PostgreSQL store's, but the run's locks are on "
+                        + service);
+            }
+            if (setup.arm() != Arm.FENCED) {
+                throw new IllegalStateException("Shared statements run in the fenced arm only, not " + setup.arm().label());
+            }
+            // A connection a lane at most: the batchers hold 4 a kind, renewals, hand-offs and LISTEN one each. Releases
+            // go in waves of half the lanes, so that more of them are in flight at once than the store sends alone.
+            SharedStatementsLocker locker = new SharedStatementsLocker(endpoint, prefix, leaseTime(),
+                    setup.profile().maxWait(), Math.max(4, lanes), client, Math.max(2, lanes / 2));
+            resources.add(locker);
+            sharedLockers.add(locker);
+            List<Worker> workers = new ArrayList<>();
+            for (int l = 1; l <= lanes; l++) {
+                workers.add(new Worker(client + "-l" + l, locker, ledger, setup.arm(), names, history,
+                        setup.profile(), this::isRunning, active));
+            }
+            return workers;
+        }
+
+        /** The shared lock clients of the run's workers ({@link Setup#lanesPerClient()} above 1), in order. */
+        List<SharedStatementsLocker> sharedLockers() {
+            return List.copyOf(sharedLockers);
         }
 
         /** The proxies of the workers started by the run (not of witnesses). */

@@ -1248,4 +1248,142 @@ final class Scenarios {
      * lease that arrived is released at once) before its client must hold nothing.
      */
     private static final Duration SOAK_CANCELLER_SETTLE = Duration.ofSeconds(5);
+
+    /** Shared statements (P14): multi-row acquire statements that completed, carrying several locks, across runs. */
+    static final java.util.concurrent.atomic.AtomicLong SHARED_ACQUIRES = new java.util.concurrent.atomic.AtomicLong();
+    /** Locks carried by the multi-row acquire statements sent, across runs. */
+    static final java.util.concurrent.atomic.AtomicLong SHARED_ACQUIRE_LOCKS = new java.util.concurrent.atomic.AtomicLong();
+    /** Multi-row release statements that completed, carrying several locks, across runs. */
+    static final java.util.concurrent.atomic.AtomicLong SHARED_RELEASES = new java.util.concurrent.atomic.AtomicLong();
+    /** Locks carried by the multi-row release statements sent, across runs. */
+    static final java.util.concurrent.atomic.AtomicLong SHARED_RELEASE_LOCKS = new java.util.concurrent.atomic.AtomicLong();
+    /** One-statement hand-offs that took the lock over (the statement answered a row), across runs. */
+    static final java.util.concurrent.atomic.AtomicLong HAND_OFFS = new java.util.concurrent.atomic.AtomicLong();
+    /** Multi-row statements the stores' own batchers counted, acquires and releases, across runs. */
+    static final java.util.concurrent.atomic.AtomicLong STORE_SHARED_ACQUIRES = new java.util.concurrent.atomic.AtomicLong();
+    static final java.util.concurrent.atomic.AtomicLong STORE_SHARED_RELEASES = new java.util.concurrent.atomic.AtomicLong();
+    /** Statements of the shared clients that PostgreSQL aborted with "deadlock detected" (40P01), across runs. */
+    static final java.util.concurrent.atomic.AtomicLong SHARED_CLIENT_DEADLOCKS = new java.util.concurrent.atomic.AtomicLong();
+    /** Connections reset right after a shared acquire, hand-off or shared release was sent, across runs. */
+    static final java.util.concurrent.atomic.AtomicLong RESETS_AFTER_SHARED = new java.util.concurrent.atomic.AtomicLong();
+    /** The per-kind counts of the last run of P14, for the report. */
+    static volatile String sharedStatementCounts = "";
+
+    /** The text of the multi-row acquire statement only (its requests' columns). */
+    private static final String SHARED_ACQUIRE_MARKER = "AS r(lock_id, owner, ms, floor, i)";
+    /** The text of the one-statement hand-off only. */
+    private static final String HAND_OFF_MARKER = "FOR UPDATE SKIP LOCKED) INSERT";
+    /** The text of the multi-row release statement only. */
+    private static final String SHARED_RELEASE_MARKER = "AS r(lock_id, owner, token, i)";
+
+    /**
+     * (P14) Shared statements on the PostgreSQL store: the run's workers are lanes of a few lock clients with shared
+     * statements on ({@link Run.Setup#lanesPerClient()}), contending on the accounts, while the lanes' own pauses freeze
+     * their client's renewal thread. Every {@code everyMillis}, in turn on a random client: its connection is reset
+     * right after it sent a shared acquire, a hand-off or a shared release (the statement ran, its reply is lost); an
+     * account's lease row is held {@code FOR KEY SHARE} for 50-150 ms, as a fenced write transaction's lease check holds
+     * it (shared statements skip it and run those requests alone); the client's traffic is held for 100-150 ms, less
+     * than the command timeout (twice a cycle: its requests pile up and leave together); every connection of the client
+     * is reset mid-flight; the client is cut off for twice the lease. Once the workers stopped, the counts of what the clients' stores really
+     * sent go to the counters above; the run fails unless some reset after a shared statement fired.
+     */
+    static Run.Nemesis sharedStatements(long everyMillis) {
+        return context -> {
+            PostgresTopology postgres = context.postgres();
+            List<SharedStatementsLocker> clients = context.sharedLockers();
+            if (clients.isEmpty()) {
+                throw new IllegalStateException("No lock client with shared statements: the scenario would test nothing");
+            }
+            List<TcpProxy> proxies = context.workerProxies();
+            List<String> accounts = context.setup.resources();
+            String[] markers = {SHARED_ACQUIRE_MARKER, HAND_OFF_MARKER, SHARED_RELEASE_MARKER};
+            String[] markerNames = {"shared acquire", "hand-off", "shared release"};
+            Map<String, Integer> resetsByMarker = new HashMap<>();
+            TcpProxy armed = null;
+            String armedFor = null;
+            int armedBefore = 0;
+            ThreadLocalRandom random = ThreadLocalRandom.current();
+            for (int round = 0; context.timeLeft(); round++) {
+                context.pace(everyMillis);
+                if (armed != null && armed.resetsFired() > armedBefore) {
+                    resetsByMarker.merge(armedFor, armed.resetsFired() - armedBefore, Integer::sum);
+                    RESETS_AFTER_SHARED.addAndGet(armed.resetsFired() - armedBefore);
+                }
+                armed = null;
+                TcpProxy proxy = proxies.get(random.nextInt(proxies.size()));
+                int step = round % 8;
+                long at = System.nanoTime();
+                if (step < 3) {
+                    armedBefore = proxy.resetsFired();
+                    armed = proxy;
+                    armedFor = markerNames[step];
+                    proxy.resetAfterRequestContaining(markers[step], 1);
+                    context.history.fault("reset after a " + markerNames[step], at, at);
+                } else if (step == 3) {
+                    String lockId = context.prefix + "{" + accounts.get(random.nextInt(accounts.size())) + "}";
+                    try (PostgresTopology.RowHold hold = postgres.holdRowForKeyShare(lockId)) {
+                        context.pace(50 + random.nextInt(101));
+                    } catch (IllegalStateException noRowYet) {
+                        // The account was never granted yet: nothing to hold this time.
+                    }
+                    context.history.fault("lease row held FOR KEY SHARE", at, System.nanoTime());
+                } else if (step == 4 || step == 6) {
+                    // A network stall shorter than the command timeout: the client's statements wait in the proxy, its
+                    // new requests queue behind the statements in flight and leave together once it ends.
+                    proxy.blackhole();
+                    try {
+                        context.pace(100 + random.nextInt(51));
+                    } finally {
+                        proxy.resume();
+                    }
+                    context.history.fault("shared client stalled briefly", at, System.nanoTime());
+                } else if (step == 5) {
+                    proxy.resetAll();
+                    context.history.fault("every connection of a shared client reset", at, System.nanoTime());
+                } else {
+                    proxy.blackhole();
+                    try {
+                        // The fault's length, not synchronisation: longer than the lease.
+                        context.pace(context.leaseTime().toMillis() * 2);
+                    } finally {
+                        proxy.resume();
+                    }
+                    context.history.fault("shared client partitioned", at, System.nanoTime());
+                }
+            }
+            if (armed != null && armed.resetsFired() > armedBefore) {
+                resetsByMarker.merge(armedFor, armed.resetsFired() - armedBefore, Integer::sum);
+                RESETS_AFTER_SHARED.addAndGet(armed.resetsFired() - armedBefore);
+            }
+            if (resetsByMarker.isEmpty()) {
+                throw new IllegalStateException("No connection was reset after a shared statement: the scenario's resets "
+                        + "tested nothing");
+            }
+            LOG.info("P14: connections reset right after a shared statement was sent: {}", resetsByMarker);
+            context.afterStop(() -> {
+                StringBuilder counts = new StringBuilder();
+                for (SharedStatementsLocker client : clients) {
+                    StatementCounter c = client.counter();
+                    SHARED_ACQUIRES.addAndGet(c.of(StatementCounter.Kind.SHARED_ACQUIRE).completedWithSeveral.get());
+                    SHARED_ACQUIRE_LOCKS.addAndGet(c.of(StatementCounter.Kind.SHARED_ACQUIRE).members.get());
+                    SHARED_RELEASES.addAndGet(c.of(StatementCounter.Kind.SHARED_RELEASE).completedWithSeveral.get());
+                    SHARED_RELEASE_LOCKS.addAndGet(c.of(StatementCounter.Kind.SHARED_RELEASE).members.get());
+                    HAND_OFFS.addAndGet(c.of(StatementCounter.Kind.HAND_OFF).rows.get());
+                    int[] store = client.storeSharedStatements();
+                    STORE_SHARED_ACQUIRES.addAndGet(store[0]);
+                    STORE_SHARED_RELEASES.addAndGet(store[1]);
+                    for (StatementCounter.Kind kind : StatementCounter.Kind.values()) {
+                        SHARED_CLIENT_DEADLOCKS.addAndGet(c.of(kind).deadlocks.get());
+                    }
+                    counts.append(client.describeFaultsAndWaves()).append("; losses signalled more than 500 ms after the"
+                            + " deadline or thaw: ").append(client.describeLateLosses(500)).append("\n  store's batchers: ")
+                            .append(store[0]).append(" shared acquires, ").append(store[1])
+                            .append(" shared releases; on the wire:").append(c.describe()).append('\n');
+                }
+                counts.append("resets right after a shared statement: ").append(resetsByMarker);
+                sharedStatementCounts = counts.toString();
+                LOG.info("P14 statements of the shared clients:\n{}", sharedStatementCounts);
+            });
+        };
+    }
 }
