@@ -30,7 +30,7 @@ public final class Benchmarks {
         QUICK(1, 1, 2_000, 300, Duration.ofSeconds(2), 500, Duration.ofSeconds(3), Duration.ofSeconds(3), 2_000, 1_000, 400, 400),
         /** The numbers quoted in the README. */
         FULL(1, 3, 50_000, 5_000, Duration.ofSeconds(20), 10_000, Duration.ofSeconds(30), Duration.ofSeconds(30), 100_000,
-                10_000, 20_000, 10_000);
+                10_000, 60_000, 10_000);
 
         final int warmups;
         final int rounds;
