@@ -220,29 +220,49 @@ public final class PostgresLeaseStore implements LeaseStore {
      * The acquire statement of several locks: {@link #acquireSql(String, boolean, boolean)} row by row, over arrays
      * of lock ids ({@code $1}), owners ({@code $2}), lease times ({@code $3}) and floors ({@code $4}), each lock at
      * most once; {@code $5} and {@code $6} as there. Each row keeps the one-row statement's token rule, bound and
-     * holder label. It never waits for a row that exists: it first locks the existing rows {@code FOR UPDATE SKIP
-     * LOCKED}, in the order of their lock ids, and acts only on the rows it locked and on locks that had no row
-     * (inserted in lock-id order, the order every such statement takes them in, so that two of them never wait for
-     * each other in a cycle); a row locked by someone else (a write transaction's lease check, another statement)
-     * is skipped, and its lock answers {@code skipped}, to be asked for again alone, in the one-row statement,
-     * which may wait for it. So one such row neither holds up the other locks nor closes a cycle with a write
-     * transaction that checks several leases. Answers, for each lock by its ordinal {@code i}, a grant, the
-     * holder's remaining time (no row: busy, time unknown, as there) or skipped.
+     * holder label. It never waits for a row lock, and it holds none while it waits for anything, in three steps:
+     * <ol>
+     *   <li>{@code inserted}: the locks that had no row in the statement's snapshot are inserted, in lock-id order,
+     *       {@code ON CONFLICT DO NOTHING}. That waits for nobody's row lock, only for a transaction that inserts (or
+     *       changes) the same lock's row at that moment, and the statement holds nothing else yet but its own
+     *       inserts of lower lock ids: shared acquires, which all insert in that order, never wait for each other
+     *       in a cycle. A lock whose insert did nothing (someone else's row appeared meanwhile) answers
+     *       {@code skipped};</li>
+     *   <li>{@code locked}: only then (its one-time filter reads {@code inserted} to the end) the rows that existed
+     *       are locked {@code FOR UPDATE SKIP LOCKED}, in lock-id order; a row locked by someone else (a write
+     *       transaction's lease check, a renewal, another statement) is skipped and its lock answers
+     *       {@code skipped};</li>
+     *   <li>{@code taken}: the rows it locked take the one-row statement's {@code ON CONFLICT DO UPDATE … WHERE},
+     *       which cannot wait: this statement holds them.</li>
+     * </ol>
+     * The two inserts never touch one row: a locked row existed, an inserted one did not. A skipped lock is asked for
+     * again alone, in the one-row statement, which may wait for it. So one such row neither holds up the other locks
+     * nor closes a cycle: with a write transaction that checks several leases, or with a renewal that holds a lock
+     * this statement had no row of and waits for one of its rows (before, the grant of that lock waited for the
+     * renewal's row lock while this statement held its other rows: PostgreSQL broke the cycle after
+     * {@code deadlock_timeout}). Answers, for each lock by its ordinal {@code i}, a grant, the holder's remaining
+     * time or skipped.
      */
     static String acquireManySql(String table, boolean serverTime, boolean withHolder) {
+        String source = "SELECT r.lock_id, r.owner, %s, now.t + r.ms * interval '1 millisecond'%s FROM r, now WHERE ";
+        String inserted = grant(table, source + "r.lock_id NOT IN (SELECT lock_id FROM existing) ORDER BY r.lock_id",
+                "r.floor", serverTime, withHolder, null, "l.lock_id, l.token");
+        String taken = grant(table, source + "r.lock_id IN (SELECT lock_id FROM locked) ORDER BY r.lock_id",
+                "r.floor", serverTime, withHolder, FREE + " OR l.owner = EXCLUDED.owner", "l.lock_id, l.token");
         return "WITH " + NOW + ", r AS (SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[], $4::bigint[])"
                 + " WITH ORDINALITY AS r(lock_id, owner, ms, floor, i)),"
                 + " existing AS (SELECT e.lock_id FROM " + table + " e WHERE e.lock_id IN (SELECT lock_id FROM r)),"
+                + " inserted AS (" + inserted + "),"
                 + " locked AS (SELECT k.lock_id FROM " + table + " k WHERE k.lock_id IN (SELECT lock_id FROM r)"
-                + " ORDER BY k.lock_id FOR UPDATE SKIP LOCKED),"
-                + " granted AS (" + grant(table, "SELECT r.lock_id, r.owner, %s, now.t + r.ms * interval '1 millisecond'%s"
-                        + " FROM r, now WHERE r.lock_id IN (SELECT lock_id FROM locked) OR r.lock_id NOT IN (SELECT lock_id FROM existing)"
-                        + " ORDER BY r.lock_id", "r.floor", serverTime, withHolder,
-                        FREE + " OR l.owner = EXCLUDED.owner", "l.lock_id, l.token")
-                + ") SELECT r.i, true AS acquired, false AS skipped, g.token, 0::bigint AS ttl FROM r JOIN granted g ON g.lock_id = r.lock_id"
+                + " AND (SELECT count(*) FROM inserted) >= 0 ORDER BY k.lock_id FOR UPDATE SKIP LOCKED),"
+                + " taken AS (" + taken + ")"
+                + " SELECT r.i, true AS acquired, false AS skipped, g.token, 0::bigint AS ttl FROM r"
+                + " JOIN (SELECT lock_id, token FROM taken UNION ALL SELECT lock_id, token FROM inserted) g ON g.lock_id = r.lock_id"
                 + " UNION ALL SELECT r.i, false, NOT EXISTS (SELECT 1 FROM locked k WHERE k.lock_id = r.lock_id), 0::bigint, "
                 + HOLDER_TTL + " FROM r JOIN " + table + " h ON h.lock_id = r.lock_id, now"
-                + " WHERE NOT EXISTS (SELECT 1 FROM granted g WHERE g.lock_id = r.lock_id)";
+                + " WHERE NOT EXISTS (SELECT 1 FROM taken g WHERE g.lock_id = r.lock_id)"
+                + " UNION ALL SELECT r.i, false, true, 0::bigint, 0::bigint FROM r"
+                + " WHERE r.lock_id NOT IN (SELECT lock_id FROM existing) AND NOT EXISTS (SELECT 1 FROM inserted g WHERE g.lock_id = r.lock_id)";
     }
 
     /**
@@ -294,15 +314,17 @@ public final class PostgresLeaseStore implements LeaseStore {
      * The grant: an insert of the rows of {@code source} (a {@code SELECT} with a {@code %s} for the first token and
      * one for the holder value) that, on a lock's existing row, takes it over where {@code takeOver} holds, minting
      * the next token above the counter and the floor ({@code floor}), keeping it for the owner's own live lease.
+     * With {@code takeOver} {@code null} it inserts only, {@code ON CONFLICT DO NOTHING}: an existing row is neither
+     * locked nor waited for (only a transaction inserting it at that moment is).
      */
     private static String grant(String table, String source, String floor, boolean serverTime, boolean withHolder,
-            String takeOver, String returning) {
+            @Nullable String takeOver, String returning) {
         return grant(table, source, floor, serverTime, withHolder ? "$6" : null, takeOver, returning);
     }
 
     /** {@link #grant(String, String, String, boolean, boolean, String, String)} with the label's parameter, if any. */
     private static String grant(String table, String source, String floor, boolean serverTime, @Nullable String label,
-            String takeOver, String returning) {
+            @Nullable String takeOver, String returning) {
         boolean withHolder = label != null;
         String firstToken = serverTime ? "GREATEST(" + floor + " + 1, (extract(epoch FROM now.t) * 1000000)::bigint)" : floor + " + 1";
         String nextToken = "CASE WHEN l.owner = EXCLUDED.owner AND l.expires_at > clock_timestamp() THEN l.token"
@@ -310,8 +332,12 @@ public final class PostgresLeaseStore implements LeaseStore {
         String holderColumn = withHolder ? ", holder" : "";
         String holderValue = withHolder ? ", (" + firstToken + ")::text || ' ' || " + label + "::text" : "";
         String holderSet = withHolder ? " holder = (" + nextToken + ")::text || ' ' || " + label + "::text," : "";
-        return "INSERT INTO " + table + " AS l (lock_id, owner, token, expires_at" + holderColumn + ") "
-                + String.format(source, firstToken, holderValue)
+        String insert = "INSERT INTO " + table + " AS l (lock_id, owner, token, expires_at" + holderColumn + ") "
+                + String.format(source, firstToken, holderValue);
+        if (takeOver == null) {
+            return insert + " ON CONFLICT (lock_id) DO NOTHING RETURNING " + returning;
+        }
+        return insert
                 + " ON CONFLICT (lock_id) DO UPDATE SET lock_id = EXCLUDED.lock_id, owner = EXCLUDED.owner,"
                 + " expires_at = EXCLUDED.expires_at," + holderSet
                 + " token = " + nextToken

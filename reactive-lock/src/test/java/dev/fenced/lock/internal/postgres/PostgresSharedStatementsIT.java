@@ -27,6 +27,8 @@ import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.extension.ExtendWith;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.ValueSource;
 import reactor.core.Disposable;
 import reactor.core.publisher.Flux;
 import reactor.core.publisher.Mono;
@@ -47,14 +49,18 @@ class PostgresSharedStatementsIT {
     /** A part of the text of the renewal statement, and of the shared release, that no other statement has. */
     private static final String RENEWAL = "AS r(lock_id, owner, token, ms, i)";
     private static final String SHARED_RELEASE = "AS r(lock_id, owner, token, i)";
+    /** The same for the shared acquire. */
+    private static final String SHARED_ACQUIRE = "AS r(lock_id, owner, ms, floor, i)";
 
     private ConnectionPool pool;
     private ClientSettings settings;
     private PostgresLeaseStore store;
     private String prefix;
+    private String postgresUrl;
 
     @BeforeEach
     void connect(PostgresServer postgres) {
+        postgresUrl = postgres.r2dbcUrl();
         pool = new ConnectionPool(ConnectionPoolConfiguration.builder(ConnectionFactories.get(postgres.r2dbcUrl()))
                 .maxSize(12).build());
         PostgresLeaseTable.named(TABLE).create(pool).block(WAIT);
@@ -270,6 +276,88 @@ class PostgresSharedStatementsIT {
         }
     }
 
+    /**
+     * Review finding: a shared acquire inserted the locks that had no row in its snapshot {@code ON CONFLICT DO UPDATE},
+     * so a lock whose row another transaction committed meanwhile and then locked was waited for, while the statement
+     * held the rows it had locked up front. A transaction that locks that row and then wants one of those (as a renewal
+     * does, in lock-id order) closed a cycle, and PostgreSQL aborted one of the two with 40P01 after
+     * {@code deadlock_timeout}. Now the statement waits for no row lock and holds none while it waits for an insert: the
+     * lock answers skipped and is granted alone once the other transaction has ended.
+     *
+     * <p>Deterministic: the shared statement waits for a transaction of the test that inserts its lowest lock, until
+     * the test has committed the middle lock's row and locked it in another transaction; that transaction asks for the
+     * highest lock's row only once a statement of the store waits for it. The store's sessions wait a minute before
+     * they look for a deadlock, so a cycle is always found by the test's transaction, whose statement then fails.
+     */
+    @ParameterizedTest(name = "store sessions at {0}")
+    @ValueSource(strings = {"READ COMMITTED", "REPEATABLE READ", "SERIALIZABLE"})
+    void aSharedAcquireClosesNoCycleWithATransactionThatLocksARowItHadNotSeen(String isolation) {
+        ConnectionPool patient = new ConnectionPool(ConnectionPoolConfiguration.builder(ConnectionFactories.get(postgresUrl))
+                .maxSize(12)
+                .postAllocate(c -> Flux.from(c.createStatement("SET SESSION CHARACTERISTICS AS TRANSACTION ISOLATION LEVEL "
+                                + isolation + "; SET deadlock_timeout = '60s'").execute())
+                        .concatMap(r -> r.getRowsUpdated()).then())
+                .build());
+        PostgresLeaseStore shared = PostgresLeaseStore.open(patient, TABLE, settings, null, true);
+        String low = "cycle-a-" + UUID.randomUUID();
+        String middle = "cycle-b-" + UUID.randomUUID();
+        String high = "cycle-c-" + UUID.randomUUID();
+        Connection inserting = null;
+        Connection locking = null;
+        try {
+            // The highest lock's row exists (free): the shared statement locks it; the two others have none.
+            assertThat(shared.acquire(high, "earlier", 60_000, 0).block(WAIT).acquired()).isTrue();
+            assertThat(shared.release(high, "earlier", null).block(WAIT)).isTrue();
+            inserting = Mono.from(pool.create()).block(WAIT);
+            Mono.from(inserting.beginTransaction()).block(WAIT);
+            insertFreeRow(inserting, low);
+            Connection insertingTx = inserting;
+            Connection[] lockingTx = new Connection[1];
+            Throwable[] lockedHigh = new Throwable[1];
+            String[] waiter = new String[1];
+            int before = shared.sharedStatements()[0];
+
+            List<AcquireReply> replies = together(shared, name -> shared.acquire(name, "blocked", 60_000, 0)
+                            .flatMap(r -> shared.release(name, "blocked", null)), false,
+                    () -> Flux.just(low, middle, high).flatMapSequential(name -> shared.acquire(name, "me", 60_000, 0)).collectList(),
+                    () -> {
+                        // The shared statement has its snapshot and waits for the insert of the lowest lock.
+                        awaitWaiting(1, SHARED_ACQUIRE);
+                        // Meanwhile the middle lock's row is committed, and another transaction locks it as a renewal would.
+                        insertFreeRow(null, middle);
+                        lockingTx[0] = lockRow(middle);
+                        int pid = backendPid(lockingTx[0]);
+                        Mono.from(insertingTx.rollbackTransaction()).block(WAIT);
+                        // A statement of the store now waits for that transaction: the shared one (before) or the middle
+                        // lock's acquire alone (now). The transaction then wants the highest lock's row.
+                        waiter[0] = awaitBlockedBy(pid);
+                        lockedHigh[0] = Flux.from(lockingTx[0].createStatement("SELECT lock_id FROM " + TABLE
+                                                + " WHERE lock_id = $1 FOR NO KEY UPDATE").bind(0, lockId(high)).execute())
+                                .concatMap(r -> r.map((row, meta) -> 1)).then().timeout(WAIT)
+                                .then(Mono.<Throwable>empty()).onErrorResume(e -> Mono.just(e)).block();
+                        Mono.from(lockedHigh[0] == null ? lockingTx[0].commitTransaction() : lockingTx[0].rollbackTransaction())
+                                .block(WAIT);
+                    });
+            locking = lockingTx[0];
+
+            assertThat(lockedHigh[0]).as("the other transaction's wait for the shared statement's row").isNull();
+            assertThat(waiter[0]).as("the statement that waited for the other transaction").doesNotContain(SHARED_ACQUIRE);
+            assertThat(shared.sharedStatements()[0]).isEqualTo(before + 1);
+            assertThat(replies).allMatch(AcquireReply::acquired);
+            for (int i = 0; i < 3; i++) {
+                assertThat(row(List.of(low, middle, high).get(i)).get(0)).containsExactly("me", replies.get(i).token());
+            }
+        } finally {
+            for (Connection c : new Connection[] {inserting, locking}) {
+                if (c != null) {
+                    Mono.from(c.close()).onErrorResume(e -> Mono.empty()).block(WAIT);
+                }
+            }
+            shared.close().block(WAIT);
+            patient.disposeLater().block(WAIT);
+        }
+    }
+
     @Test
     void tokensRiseStrictlyAcrossSharedAndOwnStatements() {
         PostgresLeaseStore alone = PostgresLeaseStore.open(pool, TABLE, settings, null, false);
@@ -412,6 +500,12 @@ class PostgresSharedStatementsIT {
     /** {@link #together(java.util.function.Function, boolean, Supplier)}, running {@code whileSent} once the requests have left. */
     private <T> T together(java.util.function.Function<String, Mono<?>> blocked, boolean held, Supplier<Mono<T>> requests,
             ThrowingRunnable whileSent) {
+        return together(store, blocked, held, requests, whileSent);
+    }
+
+    /** {@link #together(java.util.function.Function, boolean, Supplier, ThrowingRunnable)} on the store {@code store}. */
+    private <T> T together(PostgresLeaseStore store, java.util.function.Function<String, Mono<?>> blocked, boolean held,
+            Supplier<Mono<T>> requests, ThrowingRunnable whileSent) {
         List<String> blockers = new ArrayList<>();
         for (int i = 0; i < StatementBatcher.MAX_IN_FLIGHT; i++) {
             String name = "blocker-" + i + "-" + UUID.randomUUID();
@@ -463,6 +557,42 @@ class PostgresSharedStatementsIT {
             Thread.sleep(10);
         }
         throw new AssertionError("the blocking acquires never waited for their rows");
+    }
+
+    /** Inserts a free row of lock {@code name} in the open transaction {@code tx}, or on its own if {@code null}. */
+    private void insertFreeRow(Connection tx, String name) {
+        String insert = "INSERT INTO " + TABLE + " (lock_id, owner, token, expires_at) VALUES ($1, NULL, 1, clock_timestamp())";
+        if (tx == null) {
+            Flux.usingWhen(pool.create(), c -> Flux.from(c.createStatement(insert).bind(0, lockId(name)).execute())
+                    .concatMap(r -> r.getRowsUpdated()), Connection::close).then().block(WAIT);
+        } else {
+            Flux.from(tx.createStatement(insert).bind(0, lockId(name)).execute()).concatMap(r -> r.getRowsUpdated()).then().block(WAIT);
+        }
+    }
+
+    private String lockId(String name) {
+        return settings.keyPrefix() + "{" + name + "}";
+    }
+
+    private static int backendPid(Connection c) {
+        return Flux.from(c.createStatement("SELECT pg_backend_pid()").execute())
+                .concatMap(r -> r.map((row, meta) -> row.get(0, Integer.class))).blockLast(WAIT);
+    }
+
+    /** Waits until a session waits for a lock that the backend {@code pid} holds; its statement's text. */
+    private String awaitBlockedBy(int pid) throws InterruptedException {
+        long deadline = System.nanoTime() + WAIT.toNanos();
+        while (System.nanoTime() < deadline) {
+            String blocked = Flux.usingWhen(pool.create(), c -> Flux.from(c.createStatement("SELECT query FROM pg_stat_activity"
+                                    + " WHERE $1 = ANY(pg_blocking_pids(pid))").bind(0, pid).execute())
+                            .concatMap(r -> r.map((row, meta) -> row.get(0, String.class))), Connection::close)
+                    .blockLast(WAIT);
+            if (blocked != null) {
+                return blocked;
+            }
+            Thread.sleep(10);
+        }
+        throw new AssertionError("no session ever waited for backend " + pid);
     }
 
     private List<Object[]> row(String name) {
