@@ -359,6 +359,40 @@ class PostgresSharedStatementsIT {
     }
 
     @Test
+    void aSharedAcquireWaitingForAnInsertHoldsNoRowOfTheLocksThatExisted() {
+        String fresh = "gate-a-" + UUID.randomUUID();
+        String existing = "gate-b-" + UUID.randomUUID();
+        Connection inserting = null;
+        try {
+            // The second lock's row exists (free); the first lock's row is being inserted by an open transaction.
+            assertThat(store.acquire(existing, "earlier", 60_000, 0).block(WAIT).acquired()).isTrue();
+            assertThat(store.release(existing, "earlier", null).block(WAIT)).isTrue();
+            inserting = Mono.from(pool.create()).block(WAIT);
+            Mono.from(inserting.beginTransaction()).block(WAIT);
+            insertFreeRow(inserting, fresh);
+            Connection insertingTx = inserting;
+            boolean[] lockable = new boolean[1];
+            List<AcquireReply> replies = together(name -> store.acquire(name, "blocked", 60_000, 0)
+                            .flatMap(r -> store.release(name, "blocked", null)), false,
+                    () -> Flux.just(fresh, existing).flatMapSequential(name -> store.acquire(name, "me", 60_000, 0)).collectList(),
+                    () -> {
+                        // The shared statement waits for the first lock's insert: it must not hold the existing row
+                        // meanwhile (it locks existing rows only after its inserts), or a renewal holding the first
+                        // lock and wanting the second would close a cycle with it.
+                        awaitWaiting(1, SHARED_ACQUIRE);
+                        lockable[0] = lockableNow(existing);
+                        Mono.from(insertingTx.rollbackTransaction()).block(WAIT);
+                    });
+            assertThat(lockable[0]).as("the existing row lockable at once while the shared statement waits").isTrue();
+            assertThat(replies).allMatch(AcquireReply::acquired);
+        } finally {
+            if (inserting != null) {
+                Mono.from(inserting.close()).onErrorResume(e -> Mono.empty()).block(WAIT);
+            }
+        }
+    }
+
+    @Test
     void tokensRiseStrictlyAcrossSharedAndOwnStatements() {
         PostgresLeaseStore alone = PostgresLeaseStore.open(pool, TABLE, settings, null, false);
         try {
