@@ -48,7 +48,7 @@ final class BatchedReleases {
                 }
             }
             if (late) {
-                store.release(name, owner, token).subscribe(sink::success, sink::error, sink::success);
+                sendAlone(new LeaseStore.ReleaseRequest(name, owner, token), sink);
             }
         });
     }
@@ -71,9 +71,7 @@ final class BatchedReleases {
             return;
         }
         if (batch.size() == 1) {
-            LeaseStore.ReleaseRequest only = batch.get(0);
-            MonoSink<Boolean> sink = replyTo.get(0);
-            store.release(only.name(), only.owner(), only.token()).subscribe(sink::success, sink::error, sink::success);
+            sendAlone(batch.get(0), replyTo.get(0));
             return;
         }
         store.releaseAll(batch).defaultIfEmpty(List.of()).subscribe(results -> {
@@ -90,5 +88,10 @@ final class BatchedReleases {
                 }
             }
         }, error -> replyTo.forEach(sink -> sink.error(error)));
+    }
+
+    /** One release as {@link LeaseStore#release} sends it, answering {@code sink}. */
+    private void sendAlone(LeaseStore.ReleaseRequest request, MonoSink<Boolean> sink) {
+        store.release(request.name(), request.owner(), request.token()).subscribe(sink::success, sink::error, sink::success);
     }
 }

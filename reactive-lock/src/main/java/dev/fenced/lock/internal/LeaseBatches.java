@@ -150,7 +150,9 @@ public final class LeaseBatches {
     /**
      * Releases the leases with {@code release}, all subscribed at once, as {@link FencedLeaseBatch#releaseAll()}
      * promises: each lease's outcome by lock name, in the leases' order; the first failure once every release has
-     * ended.
+     * ended, the others suppressed in it. Cold: subscribing subscribes every release; the outcome is signalled on
+     * the thread that ends the last release (a Lettuce or R2DBC I/O thread, or the subscriber's when every outcome
+     * was known); cancelling stops listening, not the releases.
      *
      * @param leases the leases
      * @param release one lease's release

@@ -306,11 +306,8 @@ class PostgresSharedStatementsIT {
         Connection locking = null;
         try {
             // The highest lock's row exists (free): the shared statement locks it; the two others have none.
-            assertThat(shared.acquire(high, "earlier", 60_000, 0).block(WAIT).acquired()).isTrue();
-            assertThat(shared.release(high, "earlier", null).block(WAIT)).isTrue();
-            inserting = Mono.from(pool.create()).block(WAIT);
-            Mono.from(inserting.beginTransaction()).block(WAIT);
-            insertFreeRow(inserting, low);
+            freeRowThroughStore(shared, high);
+            inserting = insertingInOpenTransaction(low);
             Connection insertingTx = inserting;
             Connection[] lockingTx = new Connection[1];
             Throwable[] lockedHigh = new Throwable[1];
@@ -365,11 +362,8 @@ class PostgresSharedStatementsIT {
         Connection inserting = null;
         try {
             // The second lock's row exists (free); the first lock's row is being inserted by an open transaction.
-            assertThat(store.acquire(existing, "earlier", 60_000, 0).block(WAIT).acquired()).isTrue();
-            assertThat(store.release(existing, "earlier", null).block(WAIT)).isTrue();
-            inserting = Mono.from(pool.create()).block(WAIT);
-            Mono.from(inserting.beginTransaction()).block(WAIT);
-            insertFreeRow(inserting, fresh);
+            freeRowThroughStore(store, existing);
+            inserting = insertingInOpenTransaction(fresh);
             Connection insertingTx = inserting;
             boolean[] lockable = new boolean[1];
             List<AcquireReply> replies = together(name -> store.acquire(name, "blocked", 60_000, 0)
@@ -591,6 +585,20 @@ class PostgresSharedStatementsIT {
             Thread.sleep(10);
         }
         throw new AssertionError("the blocking acquires never waited for their rows");
+    }
+
+    /** Gives lock {@code name} a free row through {@code store}: a grant, then its release. */
+    private static void freeRowThroughStore(PostgresLeaseStore store, String name) {
+        assertThat(store.acquire(name, "earlier", 60_000, 0).block(WAIT).acquired()).isTrue();
+        assertThat(store.release(name, "earlier", null).block(WAIT)).isTrue();
+    }
+
+    /** A transaction of the test, left open, that has inserted a free row of lock {@code name}. */
+    private Connection insertingInOpenTransaction(String name) {
+        Connection tx = Mono.from(pool.create()).block(WAIT);
+        Mono.from(tx.beginTransaction()).block(WAIT);
+        insertFreeRow(tx, name);
+        return tx;
     }
 
     /** Inserts a free row of lock {@code name} in the open transaction {@code tx}, or on its own if {@code null}. */
