@@ -28,10 +28,10 @@ import reactor.util.Loggers;
  * of the application's connection factory ({@link PostgresCommands}). Only with the experimental switch
  * {@link #BATCHING_PROPERTY} set to {@code true} (off by default) do acquires (and releases) in flight at once
  * share one multi-row statement ({@link StatementBatcher}), row by row the one-lock statement, and a hand-off to a
- * waiter of the same client become one statement ({@link #handOffSql}). Shared acquires and the hand-off never
- * wait for an existing row: they skip rows locked by others (a write transaction's lease check), whose requests
- * then run alone in the one-row statements (shared releases, plain updates of non-key columns, do not wait for a
- * lease check). Off by default while that path has not run through the torture arm.
+ * waiter of the same client become one statement ({@link #handOffSql}). Shared acquires, shared releases and the
+ * hand-off never wait for an existing row: they skip rows locked by others (a write transaction's lease check, a
+ * renewal), whose requests then run alone in the one-row statements, outside the batcher's slots, so that a request
+ * waiting for a long transaction holds up no other request of the client. Off by default.
  *
  * <p>Thread-safe.
  */
@@ -59,7 +59,7 @@ public final class PostgresLeaseStore implements LeaseStore {
     private final String releaseManySql;
     /** The acquires and releases in flight at once, shared out into multi-row statements; {@code null}: one each. */
     private final @Nullable StatementBatcher<AcquireRequest, AcquireReply> acquires;
-    private final @Nullable StatementBatcher<ReleaseRequest, Boolean> releases;
+    private final @Nullable StatementBatcher<ReleaseRequest, Released> releases;
 
     /**
      * The experimental system property that, set to {@code true}, makes acquires and releases in flight at once share
@@ -73,6 +73,9 @@ public final class PostgresLeaseStore implements LeaseStore {
 
     /** What an acquire's own {@code lock_timeout} adds to the command timeout, in milliseconds. */
     static final int LOCK_TIMEOUT_MARGIN_MILLIS = 250;
+
+    /** A shared acquire waits at most the command timeout divided by this for a row being inserted. */
+    static final int SHARED_LOCK_WAIT_DIVISOR = 4;
 
     /** What {@link #lateGrantWindow()} adds to the command timeout. */
     private static final java.time.Duration LATE_COMMIT_MARGIN = java.time.Duration.ofSeconds(1);
@@ -110,8 +113,8 @@ public final class PostgresLeaseStore implements LeaseStore {
                 + " AND ($3::bigint = 0 OR l.token = $3::bigint)"
                 + " RETURNING l.lock_id, l.token, to_jsonb(l) ->> 'holder' AS holder)"
                 + " SELECT broken.token, broken.holder FROM broken, pg_notify($2, broken.lock_id)";
-        // Renewals and shared releases lock their rows first, in lock-id order (lockedInOrder): a renewal and a shared
-        // release of one client's leases never wait for each other in a cycle. Only the rows the update will change:
+        // Renewals lock their rows first, in lock-id order (lockedInOrder): two renewals, or a renewal and another
+        // statement that locks in that order, never wait for each other in a cycle. Only the rows the update will change:
         // an expired row may be another owner's next grant, and is not waited for. NO KEY UPDATE, as the update itself
         // takes: a write transaction's lease check (FOR KEY SHARE) is not waited for.
         this.renewSql = "WITH r AS (SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[], $4::bigint[])"
@@ -128,19 +131,13 @@ public final class PostgresLeaseStore implements LeaseStore {
         this.acquireManySqlWithoutHolder = acquireManySql(quoted, serverTime, false);
         this.handOffSql = handOffSql(quoted, serverTime, true);
         this.handOffSqlWithoutHolder = handOffSql(quoted, serverTime, false);
-        // The release statement row by row, over arrays; a token of 0 (never minted) matches any token of the owner.
-        this.releaseManySql = "WITH r AS (SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[]) WITH ORDINALITY AS r(lock_id, owner, token, i)),"
-                + " " + lockedInOrder(quoted, "(r.token = 0 OR k.token = r.token)") + ","
-                + " released AS (UPDATE " + quoted + " AS l SET owner = NULL, expires_at = clock_timestamp() FROM r"
-                + " WHERE l.lock_id = r.lock_id AND l.lock_id IN (SELECT lock_id FROM locked) AND l.owner = r.owner"
-                + " AND (r.token = 0 OR l.token = r.token)"
-                + " AND l.expires_at > clock_timestamp() RETURNING r.i, l.lock_id)"
-                + " SELECT released.i FROM released, pg_notify($4, released.lock_id)";
+        this.releaseManySql = releaseManySql(quoted);
         this.acquires = batching ? new StatementBatcher<>(r -> acquireAlone(r.name(), r.owner(), r.leaseMillis(), r.floor()),
                 this::acquireMany, AcquireRequest::lockId, PostgresErrors::rolledBackByWait, reply -> reply == SKIPPED,
                 (e, r) -> commands.classify(e, r.name(), "acquire"), settings.commandTimeout()) : null;
-        this.releases = batching ? new StatementBatcher<>(r -> releaseAlone(r.name(), r.owner(), r.token()),
-                this::releaseMany, ReleaseRequest::lockId, PostgresErrors::rolledBackByWait, reply -> false,
+        this.releases = batching ? new StatementBatcher<>(r -> releaseAlone(r.name(), r.owner(), r.token())
+                        .map(released -> released ? Released.RELEASED : Released.NOT_HELD),
+                this::releaseMany, ReleaseRequest::lockId, PostgresErrors::rolledBackByWait, reply -> reply == Released.SKIPPED,
                 (e, r) -> commands.classify(e, r.name(), "release"), settings.commandTimeout()) : null;
     }
 
@@ -156,6 +153,11 @@ public final class PostgresLeaseStore implements LeaseStore {
 
     /** A release waiting for its statement. */
     private record ReleaseRequest(String lockId, String name, String owner, @Nullable Long token) {
+    }
+
+    /** The reply of a shared release: its lease released, not held, or its row locked by someone else. */
+    private enum Released {
+        RELEASED, NOT_HELD, SKIPPED
     }
 
     /**
@@ -226,8 +228,10 @@ public final class PostgresLeaseStore implements LeaseStore {
      *       {@code ON CONFLICT DO NOTHING}. That waits for nobody's row lock, only for a transaction that inserts (or
      *       changes) the same lock's row at that moment, and the statement holds nothing else yet but its own
      *       inserts of lower lock ids: shared acquires, which all insert in that order, never wait for each other
-     *       in a cycle. A lock whose insert did nothing (someone else's row appeared meanwhile) answers
-     *       {@code skipped};</li>
+     *       in a cycle. Its {@code lock_timeout} is a quarter of the command timeout ({@link #SHARED_NOW}): a
+     *       transaction that keeps such a row uncommitted longer ends the statement (55P03, nothing changed), and
+     *       each lock runs again alone instead of every lock failing at the command timeout. A lock whose insert did
+     *       nothing (someone else's row appeared meanwhile) answers {@code skipped};</li>
      *   <li>{@code locked}: only then (its one-time filter reads {@code inserted} to the end) the rows that existed
      *       are locked {@code FOR UPDATE SKIP LOCKED}, in lock-id order; a row locked by someone else (a write
      *       transaction's lease check, a renewal, another statement) is skipped and its lock answers
@@ -249,7 +253,7 @@ public final class PostgresLeaseStore implements LeaseStore {
                 "r.floor", serverTime, withHolder, null, "l.lock_id, l.token");
         String taken = grant(table, source + "r.lock_id IN (SELECT lock_id FROM locked) ORDER BY r.lock_id",
                 "r.floor", serverTime, withHolder, FREE + " OR l.owner = EXCLUDED.owner", "l.lock_id, l.token");
-        return "WITH " + NOW + ", r AS (SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[], $4::bigint[])"
+        return "WITH " + SHARED_NOW + ", r AS (SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[], $4::bigint[])"
                 + " WITH ORDINALITY AS r(lock_id, owner, ms, floor, i)),"
                 + " existing AS (SELECT e.lock_id FROM " + table + " e WHERE e.lock_id IN (SELECT lock_id FROM r)),"
                 + " inserted AS (" + inserted + "),"
@@ -266,9 +270,33 @@ public final class PostgresLeaseStore implements LeaseStore {
     }
 
     /**
+     * The release statement of several leases: {@code releaseSql} row by row, over arrays of lock ids ({@code $1}),
+     * owners ({@code $2}) and tokens ({@code $3}; 0, never minted, matches any token of the owner), notifying on
+     * {@code $4}. It never waits for a row lock: it locks the rows of the leases it releases, and only those,
+     * {@code FOR NO KEY UPDATE SKIP LOCKED}, in lock-id order, then clears their owners. A lease whose row someone
+     * else had locked (a renewal, another statement, a transaction's {@code FOR UPDATE}) answers {@code skipped}, and
+     * is released again alone, in the one-row statement, which may wait. Answers, for each lease by its ordinal
+     * {@code i}, released or skipped; a lease it does not answer was not held.
+     */
+    static String releaseManySql(String table) {
+        String live = " AND k.owner = r.owner AND (r.token = 0 OR k.token = r.token) AND k.expires_at > clock_timestamp()";
+        return "WITH r AS (SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[]) WITH ORDINALITY AS r(lock_id, owner, token, i)),"
+                + " locked AS MATERIALIZED (SELECT k.lock_id FROM " + table + " k JOIN r ON k.lock_id = r.lock_id" + live
+                + " ORDER BY k.lock_id FOR NO KEY UPDATE OF k SKIP LOCKED),"
+                + " released AS (UPDATE " + table + " AS l SET owner = NULL, expires_at = clock_timestamp() FROM r"
+                + " WHERE l.lock_id = r.lock_id AND l.lock_id IN (SELECT lock_id FROM locked) AND l.owner = r.owner"
+                + " AND (r.token = 0 OR l.token = r.token)"
+                + " AND l.expires_at > clock_timestamp() RETURNING r.i, l.lock_id)"
+                + " SELECT released.i, false AS skipped FROM released, pg_notify($4, released.lock_id)"
+                + " UNION ALL SELECT r.i, true FROM r JOIN " + table + " k ON k.lock_id = r.lock_id" + live
+                + " WHERE k.lock_id NOT IN (SELECT lock_id FROM locked)";
+    }
+
+    /**
      * The CTE {@code locked} of a statement over the requests {@code r} that updates the rows of its owners' live
-     * leases (a renewal, a shared release): it locks those rows, and only those, {@code FOR NO KEY UPDATE} in
-     * lock-id order before the update changes any, so two such statements never wait for each other in a cycle.
+     * leases (a renewal): it locks those rows, and only those, {@code FOR NO KEY UPDATE} in lock-id order before the
+     * update changes any, so two such statements never wait for each other in a cycle (a shared release locks in the
+     * same order, and waits for none: {@link #releaseManySql}).
      *
      * @param table the quoted lease table
      * @param tokenRule how a row's token {@code k.token} must match the request's {@code r.token}
@@ -303,6 +331,15 @@ public final class PostgresLeaseStore implements LeaseStore {
     /** The statement's clock and its own lock wait bound (the command timeout, {@code $5} ms, and a margin). */
     private static final String NOW = "now AS (SELECT clock_timestamp() AS t, set_config('lock_timeout', ($5::bigint + "
             + LOCK_TIMEOUT_MARGIN_MILLIS + ")::text, true) AS lt)";
+
+    /**
+     * The shared acquire's clock and its own lock wait bound: a quarter of the command timeout ({@code $5} ms). The one
+     * wait it may have, for a transaction inserting one of its new locks, ends the statement (55P03) long before the
+     * client's timer would fail every member: they run again, each alone (see {@link StatementBatcher}), and only
+     * the lock that waited waits again, in a statement of its own.
+     */
+    private static final String SHARED_NOW = "now AS (SELECT clock_timestamp() AS t, set_config('lock_timeout', ($5::bigint / "
+            + SHARED_LOCK_WAIT_DIVISOR + " + 1)::text, true) AS lt)";
 
     /** A row {@code l} that nobody holds. */
     private static final String FREE = "(l.owner IS NULL OR l.expires_at <= clock_timestamp())";
@@ -533,9 +570,9 @@ public final class PostgresLeaseStore implements LeaseStore {
 
     @Override
     public Mono<Boolean> release(String name, String owner, @Nullable Long token) {
-        StatementBatcher<ReleaseRequest, Boolean> batcher = releases;
+        StatementBatcher<ReleaseRequest, Released> batcher = releases;
         return batcher == null ? releaseAlone(name, owner, token)
-                : batcher.send(new ReleaseRequest(keys.lockKey(name), name, owner, token));
+                : batcher.send(new ReleaseRequest(keys.lockKey(name), name, owner, token)).map(r -> r == Released.RELEASED);
     }
 
     /** A release in a statement of its own. */
@@ -549,7 +586,7 @@ public final class PostgresLeaseStore implements LeaseStore {
     }
 
     /** Releases in one statement ({@link #releaseManySql}), each lock once; a failure unclassified. */
-    private Mono<List<Boolean>> releaseMany(List<ReleaseRequest> requests) {
+    private Mono<List<Released>> releaseMany(List<ReleaseRequest> requests) {
         int n = requests.size();
         String[] lockIds = new String[n];
         String[] owners = new String[n];
@@ -563,11 +600,12 @@ public final class PostgresLeaseStore implements LeaseStore {
         }
         return commands.runMany(false, c -> rows(c.createStatement(releaseManySql)
                         .bind(0, lockIds).bind(1, owners).bind(2, tokens).bind(3, channel),
-                r -> r.map((row, meta) -> longOf(row.get("i", Long.class))))
+                r -> r.map((row, meta) -> java.util.Map.entry((int) (longOf(row.get("i", Long.class)) - 1),
+                        Boolean.TRUE.equals(row.get("skipped", Boolean.class)) ? Released.SKIPPED : Released.RELEASED)))
                 .collectList()
-                .map(released -> {
-                    List<Boolean> replies = new ArrayList<>(Collections.nCopies(n, Boolean.FALSE));
-                    released.forEach(ordinal -> replies.set((int) (ordinal - 1), Boolean.TRUE));
+                .map(answered -> {
+                    List<Released> replies = new ArrayList<>(Collections.nCopies(n, Released.NOT_HELD));
+                    answered.forEach(e -> replies.set(e.getKey(), e.getValue()));
                     return replies;
                 }));
     }

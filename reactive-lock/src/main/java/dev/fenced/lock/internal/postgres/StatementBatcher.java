@@ -19,25 +19,32 @@ import reactor.core.publisher.MonoSink;
 /**
  * Runs the lease statements of one kind (acquires, or releases) that wait at the same time as one multi-row
  * statement: a hundred acquires in flight cost PostgreSQL a few statements and commits instead of a hundred. The
- * policy is the Redis store's for its script calls:
+ * policy is the Redis store's for its script calls, with one rule of its own: a statement that runs in a slot never
+ * waits for a row lock.
  * <ul>
- *   <li>At most {@link #MAX_IN_FLIGHT} statements of this kind run at once, each on a connection of the
- *       application's pool (fewer connections than one statement a request takes); requests made meanwhile
- *       wait, and leave together as soon as a statement answers: up to {@link #BATCH} a statement, more (an
- *       {@code MAX_IN_FLIGHT}-th of those waiting, up to {@link #MAX_BATCH}) when more wait. Below that bound a
- *       request leaves at once and alone, in today's one-row statement: one acquire at a time pays nothing.</li>
+ *   <li>A request made while no statement of this kind runs leaves at once and alone, in the one-row statement,
+ *       which may wait for its row (a lease check's transaction): one acquire at a time pays nothing, and is
+ *       answered as without this class. It takes no slot.</li>
+ *   <li>Requests made while a statement of this kind runs wait for a slot: at most {@link #MAX_IN_FLIGHT}
+ *       multi-row statements run at once, each on a connection of the application's pool. They leave together as
+ *       soon as a slot frees: up to {@link #BATCH} a statement, more (an {@code MAX_IN_FLIGHT}-th of those
+ *       waiting, up to {@link #MAX_BATCH}) when more wait; a lone request in a slot still goes in the multi-row
+ *       statement. That statement waits for no row lock: it skips a row locked by someone else, and its
+ *       request runs again alone ({@code replyRunAlone}), outside the slots, in the one-row statement that may
+ *       wait. So a request that waits for a long write transaction holds up nobody else's requests: the others
+ *       keep to the slots, which keep moving (before, four one-row statements waiting for rows held every slot,
+ *       and every other request of the client queued behind them).</li>
  *   <li>A statement carries each lock once (PostgreSQL refuses to change one row twice in a statement): a
  *       second request for a lock already in the statement waits for the next one, in its place.</li>
  *   <li>Each request gets its own reply: the statement answers for every row. A statement that fails as a whole
  *       fails every request it carried, each with the error classified for its own lock, except a statement
- *       rolled back by a wait for one lock ({@code retryAlone}): it changed nothing, and each request goes back
- *       to the head of the line to run again alone, so that one contended lock does not fail the others; those
- *       reruns take the slots like any statement (at most {@link #MAX_IN_FLIGHT} at once), each with a new
- *       command timeout to wait for one. So does a request whose reply says the statement skipped it
- *       ({@code replyRunAlone}: its lock's row was locked by someone else).</li>
+ *       rolled back by a wait ({@code retryAlone}: failed to serialize, a deadlock, or a wait past its bound):
+ *       it changed nothing, and each request goes back to the head of the line to run alone, in a slot, in the
+ *       multi-row statement; one rolled back again, alone, runs in the one-row statement outside the slots. So
+ *       one contended lock does not fail the others, and a rollback does not send every member to the pool at
+ *       once.</li>
  *   <li>A request that has waited longer than the command timeout when a statement could take it fails without
- *       being sent ({@link PostgresErrors.NotConnectedException}, "not sent": nothing ran, no undo needed). A
- *       request can so take up to about twice the command timeout: its wait for a slot, then its statement.</li>
+ *       being sent ({@link PostgresErrors.NotConnectedException}, "not sent": nothing ran, no undo needed).</li>
  * </ul>
  * Cancelling a request before it leaves takes it back; after, its statement runs on (the lease runtime
  * subscribes to the store's replies itself and undoes what an abandoned attempt took). Thread-safe.
@@ -64,15 +71,18 @@ final class StatementBatcher<R, T> {
     private final BiFunction<Throwable, R, Throwable> classify;
     private final Duration commandTimeout;
     private final long timeoutNanos;
-    /** Guarded by itself, as is {@link #running}. */
+    /** Guarded by itself, as are {@link #running} and {@link #outside}. */
     private final ArrayDeque<Pending<R, T>> waiting = new ArrayDeque<>();
+    /** The multi-row statements running: one a slot. */
     private int running;
+    /** The one-row statements running, outside the slots. */
+    private int outside;
     private final AtomicInteger statements = new AtomicInteger();
 
     /**
-     * @param one runs one request alone, its failure classified
-     * @param many runs several requests (distinct keys) in one statement, replying in their order; its failure
-     *     unclassified
+     * @param one runs one request alone, its failure classified; it may wait for a row lock
+     * @param many runs one or several requests (distinct keys) in one statement that waits for no row lock,
+     *     replying in their order; its failure unclassified
      * @param key the lock a request concerns: a statement carries each once
      * @param retryAlone whether a failure of {@code many} changed nothing and its requests should be run alone
      * @param replyRunAlone whether a reply of {@code many} says that its request was skipped, to be run alone
@@ -102,10 +112,20 @@ final class StatementBatcher<R, T> {
         return Mono.create(sink -> {
             Pending<R, T> pending = new Pending<>(request, sink, System.nanoTime(), new AtomicBoolean(), false);
             sink.onCancel(() -> pending.cancelled.set(true));
+            boolean alone;
             synchronized (waiting) {
-                waiting.addLast(pending);
+                alone = running == 0 && outside == 0 && waiting.isEmpty();
+                if (alone) {
+                    outside++;
+                } else {
+                    waiting.addLast(pending);
+                }
             }
-            drain();
+            if (alone) {
+                runOutside(pending);
+            } else {
+                drain();
+            }
         });
     }
 
@@ -133,12 +153,7 @@ final class StatementBatcher<R, T> {
                         + commandTimeout.toMillis() + " ms) for one of the " + MAX_IN_FLIGHT + " statements of its kind", null,
                         true), late.request));
             }
-            if (batch.isEmpty()) {
-                continue;
-            }
-            if (batch.size() == 1) {
-                runAlone(batch);
-            } else {
+            if (!batch.isEmpty()) {
                 runTogether(batch);
             }
         }
@@ -171,36 +186,48 @@ final class StatementBatcher<R, T> {
         return batch;
     }
 
-    /** Each request in a statement of its own; together they count as one statement running until all answer. */
-    private void runAlone(List<Pending<R, T>> batch) {
-        AtomicInteger unanswered = new AtomicInteger(batch.size());
-        for (Pending<R, T> pending : batch) {
-            subscribe(() -> one.apply(pending.request), (value, error) -> {
-                try {
-                    settle(pending, value, error);
-                } finally {
-                    if (unanswered.decrementAndGet() == 0) {
-                        finished();
-                    }
-                }
-            });
+    /**
+     * One request in the one-row statement, outside the slots (counted in {@link #outside} by the caller); nothing
+     * if it was cancelled meanwhile.
+     */
+    private void runOutside(Pending<R, T> pending) {
+        if (pending.cancelled.get()) {
+            synchronized (waiting) {
+                outside--;
+            }
+            return;
         }
+        subscribe(() -> one.apply(pending.request), (value, error) -> {
+            try {
+                settle(pending, value, error);
+            } finally {
+                synchronized (waiting) {
+                    outside--;
+                }
+            }
+        });
     }
 
+    /** The requests in one multi-row statement, in a slot. */
     private void runTogether(List<Pending<R, T>> batch) {
         List<R> requests = new ArrayList<>(batch.size());
         for (Pending<R, T> pending : batch) {
             requests.add(pending.request);
         }
-        statements.incrementAndGet();
+        if (batch.size() > 1) {
+            statements.incrementAndGet();
+        }
         subscribe(() -> many.apply(requests), (replies, error) -> {
-            if (error != null && retryAlone.test(error)) {
-                runAgainAlone(batch);
-                finished();
-                return;
-            }
-            List<Pending<R, T>> skipped = new ArrayList<>(0);
+            List<Pending<R, T>> alone = new ArrayList<>(0);
             try {
+                if (error != null && retryAlone.test(error)) {
+                    if (batch.size() == 1) {
+                        alone.add(batch.get(0));
+                    } else {
+                        runAgainAlone(batch);
+                    }
+                    return;
+                }
                 if (error == null && (replies == null || replies.size() != batch.size())) {
                     error = new IllegalStateException("a lease statement of " + batch.size() + " locks answered "
                             + (replies == null ? "nothing" : replies.size() + " replies"));
@@ -209,19 +236,25 @@ final class StatementBatcher<R, T> {
                     Pending<R, T> pending = batch.get(i);
                     T reply = error == null && replies != null ? replies.get(i) : null;
                     if (reply != null && replyRunAlone.test(reply)) {
-                        skipped.add(pending);
+                        alone.add(pending);
                     } else {
                         settle(pending, reply, error == null ? null : classify.apply(error, pending.request));
                     }
                 }
             } finally {
-                runAgainAlone(skipped);
-                finished();
+                synchronized (waiting) {
+                    running--;
+                    outside += alone.size();
+                }
+                for (Pending<R, T> pending : alone) {
+                    runOutside(pending);
+                }
+                drain();
             }
         });
     }
 
-    /** Back to the head of the line, each to run alone, through the slots like any other statement. */
+    /** Back to the head of the line, each to run alone in a multi-row statement, through the slots. */
     private void runAgainAlone(List<Pending<R, T>> batch) {
         long now = System.nanoTime();
         synchronized (waiting) {
@@ -265,13 +298,6 @@ final class StatementBatcher<R, T> {
                 outcome.accept(null, null);
             }
         });
-    }
-
-    private void finished() {
-        synchronized (waiting) {
-            running--;
-        }
-        drain();
     }
 
     /** A request in line; {@code alone}: to run in a statement of its own (its shared statement was rolled back). */

@@ -26,7 +26,6 @@ import java.util.List;
 import java.util.UUID;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
-import java.util.concurrent.atomic.AtomicInteger;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
@@ -50,10 +49,10 @@ class PostgresDefaultStatementsIT {
     private static final Duration WAIT = Duration.ofSeconds(40);
 
     private ConnectionPool pool;
+    /** The pool's connections as the stores of these tests take them: through a gate the tests can close. */
+    private GatedConnections gate;
     private PostgresServer server;
     private String prefix;
-    private final AtomicInteger open = new AtomicInteger();
-    private final AtomicInteger peak = new AtomicInteger();
 
     @BeforeEach
     void connect(PostgresServer postgres) {
@@ -61,6 +60,7 @@ class PostgresDefaultStatementsIT {
         System.clearProperty(PostgresLeaseStore.BATCHING_PROPERTY);
         pool = new ConnectionPool(ConnectionPoolConfiguration.builder(ConnectionFactories.get(postgres.r2dbcUrl()))
                 .maxSize(60).build());
+        gate = new GatedConnections(pool);
         PostgresLeaseTable.named(TABLE).create(pool).block(WAIT);
         prefix = "def-" + UUID.randomUUID() + ":";
     }
@@ -230,6 +230,51 @@ class PostgresDefaultStatementsIT {
     }
 
     /**
+     * Acquires of locks whose rows write transactions hold (their lease checks), more than there are statement slots,
+     * wait for those transactions: an acquire of a free lock made meanwhile is granted at once. With shared statements
+     * on, four such acquires used to take every slot, each alone in the one-row statement, and every other acquire of
+     * the client queued behind them until a transaction ended or the command timeout.
+     */
+    @Test
+    void anAcquireIsNotHeldUpByAcquiresWaitingForWriteTransactions() throws Exception {
+        acquireNotHeldUpByAcquiresWaitingForWriteTransactions(false);
+    }
+
+    /** The same with the switch on: a statement in a slot never waits for a row; those acquires wait outside. */
+    @Test
+    void switchedOnAnAcquireIsNotHeldUpByAcquiresWaitingForWriteTransactions() throws Exception {
+        acquireNotHeldUpByAcquiresWaitingForWriteTransactions(true);
+    }
+
+    private void acquireNotHeldUpByAcquiresWaitingForWriteTransactions(boolean switchedOn) throws Exception {
+        ClientSettings settings = settings(Duration.ofSeconds(30));
+        PostgresLeaseStore store = open(settings, switchedOn);
+        Connection tx = Mono.from(pool.create()).block(WAIT);
+        try {
+            Mono.from(tx.beginTransaction()).block(WAIT);
+            List<CompletableFuture<AcquireReply>> waiting = new ArrayList<>();
+            for (int i = 0; i <= StatementBatcher.MAX_IN_FLIGHT; i++) {
+                String name = "checked-" + i + "-" + UUID.randomUUID();
+                long token = store.acquire(name, "holder", 60_000, 0).block(WAIT).token();
+                leaseCheck(tx, name, "holder", token).block(WAIT);
+                waiting.add(store.acquire(name, "waiter", 60_000, 0).toFuture());
+                awaitLockWait("ON CONFLICT", i + 1);
+            }
+            AcquireReply free = store.acquire("free-" + UUID.randomUUID(), "waiter", 60_000, 0).block(WAIT);
+            assertThat(free.acquired()).as("a free lock, while the acquires of checked locks wait").isTrue();
+            assertThat(waiting).as("acquires of checked locks, while their transaction is open").noneMatch(CompletableFuture::isDone);
+            Mono.from(tx.commitTransaction()).block(WAIT);
+            for (CompletableFuture<AcquireReply> reply : waiting) {
+                assertThat(reply.get(WAIT.toSeconds(), TimeUnit.SECONDS).acquired()).as("held by its holder").isFalse();
+            }
+        } finally {
+            Mono.from(tx.close()).block(WAIT);
+            store.close().block(WAIT);
+            settings.scheduler().dispose();
+        }
+    }
+
+    /**
      * Review finding 3: a write transaction that checks two leases (B, then A) while acquires of A and B wait (a
      * head waiter of each, say) is not made a deadlock victim, as LeaseCheck's javadoc promises.
      */
@@ -376,7 +421,7 @@ class PostgresDefaultStatementsIT {
     @Test
     void switchedOnAStatementMeetingTwoLeaseChecksKeepsToTheSlots() throws Exception {
         ClientSettings settings = settings(Duration.ofSeconds(30));
-        PostgresLeaseStore store = PostgresLeaseStore.open(counted(), TABLE, settings, null, true);
+        PostgresLeaseStore store = PostgresLeaseStore.open(gate, TABLE, settings, null, true);
         try {
             String a = "a-" + UUID.randomUUID();
             String b = "b-" + UUID.randomUUID();
@@ -397,7 +442,8 @@ class PostgresDefaultStatementsIT {
                 Mono.from(tx.commitTransaction()).block(WAIT);
                 List<AcquireReply> got = replies.get(WAIT.toSeconds(), TimeUnit.SECONDS);
                 assertThat(store.sharedStatements()[0]).as("shared acquire statements").isPositive();
-                assertThat(peak.get()).as("connections at once").isLessThanOrEqualTo(StatementBatcher.MAX_IN_FLIGHT);
+                // The slots, and outside them the lone request of whileSlotsWait and B's acquire alone, which waits.
+                assertThat(gate.peak()).as("connections at once").isLessThanOrEqualTo(StatementBatcher.MAX_IN_FLIGHT + 2);
                 for (int i = 0; i < names.size(); i++) {
                     assertThat(got.get(i).acquired()).as(names.get(i)).isEqualTo(i >= 2);
                 }
@@ -414,36 +460,8 @@ class PostgresDefaultStatementsIT {
 
     /** A store on the pool: with shared statements on, or as it opens by default. */
     private PostgresLeaseStore open(ClientSettings settings, boolean switchedOn) {
-        return switchedOn ? PostgresLeaseStore.open(pool, TABLE, settings, null, true)
-                : PostgresLeaseStore.open(pool, TABLE, settings, null);
-    }
-
-    /** The pool, counting the connections handed out and not yet closed, and the most at once. */
-    private io.r2dbc.spi.ConnectionFactory counted() {
-        return new io.r2dbc.spi.ConnectionFactory() {
-            @Override
-            public org.reactivestreams.Publisher<? extends Connection> create() {
-                return Mono.from(pool.create()).map(c -> {
-                    peak.accumulateAndGet(open.incrementAndGet(), Math::max);
-                    return (Connection) java.lang.reflect.Proxy.newProxyInstance(getClass().getClassLoader(),
-                            new Class<?>[] {Connection.class}, (proxy, method, args) -> {
-                                if (method.getName().equals("close")) {
-                                    open.decrementAndGet();
-                                }
-                                try {
-                                    return method.invoke(c, args);
-                                } catch (java.lang.reflect.InvocationTargetException e) {
-                                    throw e.getCause();
-                                }
-                            });
-                });
-            }
-
-            @Override
-            public io.r2dbc.spi.ConnectionFactoryMetadata getMetadata() {
-                return pool.getMetadata();
-            }
-        };
+        return switchedOn ? PostgresLeaseStore.open(gate, TABLE, settings, null, true)
+                : PostgresLeaseStore.open(gate, TABLE, settings, null);
     }
 
     private ClientSettings settings(Duration commandTimeout) {
@@ -479,32 +497,24 @@ class PostgresDefaultStatementsIT {
     }
 
     /**
-     * Starts {@code requests} while {@link StatementBatcher#MAX_IN_FLIGHT} acquires wait for rows locked here, and
-     * lets those go 200 ms later: with shared statements switched on, the requests queue meanwhile and leave together.
+     * Starts {@code requests} while a lone acquire and one acquire a statement slot wait for their connections at the
+     * gate, and opens it 200 ms later: with shared statements switched on, the requests queue meanwhile and leave
+     * together. The gate's peak counts from the opening.
      */
     private <T> CompletableFuture<T> whileSlotsWait(PostgresLeaseStore store, java.util.function.Supplier<Mono<T>> requests)
             throws Exception {
-        List<String> blockers = new ArrayList<>();
-        for (int i = 0; i < StatementBatcher.MAX_IN_FLIGHT; i++) {
-            String name = "blocker-" + i + "-" + UUID.randomUUID();
-            store.acquire(name, "blocker", 60_000, 0).then(store.release(name, "blocker", null)).block(WAIT);
-            blockers.add(name);
-        }
-        Connection tx = Mono.from(pool.create()).block(WAIT);
+        gate.close();
         try {
-            Mono.from(tx.beginTransaction()).block(WAIT);
-            lockRows(tx, blockers);
-            for (String name : blockers) {
-                store.acquire(name, "blocked", 60_000, 0).subscribe();
+            for (int i = 0; i <= StatementBatcher.MAX_IN_FLIGHT; i++) {
+                store.acquire("blocker-" + i + "-" + UUID.randomUUID(), "blocked", 60_000, 0).subscribe(r -> { }, e -> { });
             }
-            awaitLockWait(TABLE, blockers.size());
+            gate.awaitAtGate(StatementBatcher.MAX_IN_FLIGHT + 1, WAIT);
             CompletableFuture<T> result = requests.get().toFuture();
             Thread.sleep(200);
-            peak.set(open.get());
-            Mono.from(tx.commitTransaction()).block(WAIT);
+            gate.resetPeak();
             return result;
         } finally {
-            Mono.from(tx.close()).block(WAIT);
+            gate.open();
         }
     }
 

@@ -29,16 +29,15 @@ import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.extension.ExtendWith;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.ValueSource;
-import reactor.core.Disposable;
 import reactor.core.publisher.Flux;
 import reactor.core.publisher.Mono;
 
 /**
  * Acquires and releases in flight at once share statements: each keeps its own answer, a statement's failure is each
  * member's typed failure, a member given up mid-statement is undone, and tokens keep rising across both paths. A
- * statement is made to carry several requests deterministically: a transaction of the test locks the rows of
- * {@link StatementBatcher#MAX_IN_FLIGHT} locks, whose acquires then hold every statement slot while the requests
- * under test queue up; its commit lets them all leave in one statement.
+ * statement is made to carry several requests deterministically: the store's connections come through a gate
+ * ({@link GatedConnections}) that the test closes while a lone request and one statement a slot wait for their
+ * connections, so that the requests under test queue up; opening it lets them leave in one statement.
  */
 @ExtendWith(PostgresServerExtension.class)
 class PostgresSharedStatementsIT {
@@ -53,6 +52,7 @@ class PostgresSharedStatementsIT {
     private static final String SHARED_ACQUIRE = "AS r(lock_id, owner, ms, floor, i)";
 
     private ConnectionPool pool;
+    private GatedConnections gate;
     private ClientSettings settings;
     private PostgresLeaseStore store;
     private String prefix;
@@ -66,7 +66,8 @@ class PostgresSharedStatementsIT {
         PostgresLeaseTable.named(TABLE).create(pool).block(WAIT);
         prefix = "sh-" + UUID.randomUUID() + ":";
         settings = ClientSettings.of(prefix, Duration.ofSeconds(30), null, Duration.ofSeconds(30), null, null);
-        store = PostgresLeaseStore.open(pool, TABLE, settings, null, true);
+        gate = new GatedConnections(pool);
+        store = PostgresLeaseStore.open(gate, TABLE, settings, null, true);
     }
 
     @AfterEach
@@ -138,7 +139,7 @@ class PostgresSharedStatementsIT {
     void aMemberGivenUpMidStatementLeavesNoOwnerlessLease() throws Exception {
         // The client's own store shares statements (the builder's does only with the switch on): the abandoned
         // request then leaves in the kept requests' statement, so its grant is in the table once theirs are.
-        PostgresLeaseStore shared = PostgresLeaseStore.open(pool, TABLE, settings, null, true);
+        PostgresLeaseStore shared = PostgresLeaseStore.open(gate, TABLE, settings, null, true);
         try (FencedLockClient client = LeasingLockClient.create(shared, settings)) {
             List<String> names = new ArrayList<>();
             for (int i = 0; i < 6; i++) {
@@ -149,7 +150,7 @@ class PostgresSharedStatementsIT {
             long first = client.acquire(abandoned).flatMap(l -> l.release().thenReturn(l.token())).block(WAIT);
             List<CompletableFuture<FencedLease>> kept = new ArrayList<>();
             int before = shared.sharedStatements()[0];
-            together(name -> client.acquire(name).flatMap(FencedLease::release), false, () -> {
+            together(shared, gate, name -> client.acquire(name).flatMap(FencedLease::release), () -> {
                 for (String name : names) {
                     CompletableFuture<FencedLease> lease = client.acquire(name).toFuture();
                     if (name.equals(abandoned)) {
@@ -159,7 +160,7 @@ class PostgresSharedStatementsIT {
                     }
                 }
                 return Mono.just(kept);
-            });
+            }, () -> { });
             for (CompletableFuture<FencedLease> lease : kept) {
                 lease.get(WAIT.toSeconds(), TimeUnit.SECONDS).release().block(WAIT);
             }
@@ -200,27 +201,34 @@ class PostgresSharedStatementsIT {
         }
     }
 
-    /** The same for releases that share a statement. */
+    /**
+     * Releases that share a statement wait for no row: one whose row another transaction has locked is skipped and
+     * released alone, in the one-row statement, which waits for it; the others are released at once. Before, the
+     * shared release waited for that row, holding up its other leases (and, with four such, every release of the
+     * client).
+     */
     @Test
-    void aSharedReleaseLocksItsRowsInLockIdOrder() throws Exception {
+    void aSharedReleaseSkipsARowLockedByAnotherTransactionAndReleasesItAlone() throws Exception {
         String low = "order-a-" + UUID.randomUUID();
         String high = "order-b-" + UUID.randomUUID();
         grantMine(high, 60_000);
         grantMine(low, 60_000);
         int before = store.sharedStatements()[1];
         Connection[] tx = new Connection[1];
+        List<CompletableFuture<Boolean>> releases = new ArrayList<>();
         try {
-            List<Boolean> released = releasedTogether(() -> {
+            boolean releasedHigh = releasedTogether(() -> {
                 tx[0] = lockRow(low);
-                return Flux.just(high, low).flatMapSequential(name -> store.release(name, "me", null)).collectList();
-            }, () -> {
-                awaitWaiting(1, SHARED_RELEASE);
-                assertThat(lockableNow(high)).as("the higher lock id's row, while the release waits for the lower one")
-                        .isTrue();
-                Mono.from(tx[0].commitTransaction()).block(WAIT);
+                releases.add(store.release(high, "me", null).toFuture());
+                releases.add(store.release(low, "me", null).toFuture());
+                return Mono.fromFuture(releases.get(0));
             });
-            assertThat(released).containsExactly(true, true);
+            assertThat(releasedHigh).as("the lease whose row nobody else locked, released at once").isTrue();
             assertThat(store.sharedStatements()[1]).isEqualTo(before + 1);
+            awaitWaiting(1, "WITH released AS");
+            assertThat(releases.get(1)).as("the lease whose row is locked, while the transaction is open").isNotDone();
+            Mono.from(tx[0].commitTransaction()).block(WAIT);
+            assertThat(releases.get(1).get(WAIT.toSeconds(), TimeUnit.SECONDS)).isTrue();
         } finally {
             if (tx[0] != null) {
                 Mono.from(tx[0].close()).block(WAIT);
@@ -298,7 +306,8 @@ class PostgresSharedStatementsIT {
                                 + isolation + "; SET deadlock_timeout = '60s'").execute())
                         .concatMap(r -> r.getRowsUpdated()).then())
                 .build());
-        PostgresLeaseStore shared = PostgresLeaseStore.open(patient, TABLE, settings, null, true);
+        GatedConnections patientGate = new GatedConnections(patient);
+        PostgresLeaseStore shared = PostgresLeaseStore.open(patientGate, TABLE, settings, null, true);
         String low = "cycle-a-" + UUID.randomUUID();
         String middle = "cycle-b-" + UUID.randomUUID();
         String high = "cycle-c-" + UUID.randomUUID();
@@ -314,8 +323,8 @@ class PostgresSharedStatementsIT {
             String[] waiter = new String[1];
             int before = shared.sharedStatements()[0];
 
-            List<AcquireReply> replies = together(shared, name -> shared.acquire(name, "blocked", 60_000, 0)
-                            .flatMap(r -> shared.release(name, "blocked", null)), false,
+            List<AcquireReply> replies = together(shared, patientGate, name -> shared.acquire(name, "blocked", 60_000, 0)
+                            .flatMap(r -> shared.release(name, "blocked", null)),
                     () -> Flux.just(low, middle, high).flatMapSequential(name -> shared.acquire(name, "me", 60_000, 0)).collectList(),
                     () -> {
                         // The shared statement has its snapshot and waits for the insert of the lowest lock.
@@ -366,8 +375,8 @@ class PostgresSharedStatementsIT {
             inserting = insertingInOpenTransaction(fresh);
             Connection insertingTx = inserting;
             boolean[] lockable = new boolean[1];
-            List<AcquireReply> replies = together(name -> store.acquire(name, "blocked", 60_000, 0)
-                            .flatMap(r -> store.release(name, "blocked", null)), false,
+            List<AcquireReply> replies = together(store, gate, name -> store.acquire(name, "blocked", 60_000, 0)
+                            .flatMap(r -> store.release(name, "blocked", null)),
                     () -> Flux.just(fresh, existing).flatMapSequential(name -> store.acquire(name, "me", 60_000, 0)).collectList(),
                     () -> {
                         // The shared statement waits for the first lock's insert: it must not hold the existing row
@@ -383,6 +392,41 @@ class PostgresSharedStatementsIT {
             if (inserting != null) {
                 Mono.from(inserting.close()).onErrorResume(e -> Mono.empty()).block(WAIT);
             }
+        }
+    }
+
+    /**
+     * Review finding: a shared acquire waiting for one member's row, which another transaction has inserted and keeps
+     * open, waited up to its lock wait bound, the command timeout and a margin: the client's timer failed every
+     * member at the command timeout. Now the statement waits a quarter of the command timeout, is rolled back (55P03),
+     * and each member runs again alone: the other locks are granted while that transaction is still open.
+     */
+    @Test
+    void aSharedAcquireWaitingForAnOpenInsertLetsItsOtherLocksRunAlone() throws Exception {
+        ClientSettings quick = ClientSettings.of(prefix, Duration.ofSeconds(60), null, Duration.ofSeconds(60),
+                Duration.ofSeconds(3), null);
+        GatedConnections quickGate = new GatedConnections(pool);
+        PostgresLeaseStore quickStore = PostgresLeaseStore.open(quickGate, TABLE, quick, null, true);
+        String stuck = "open-insert-" + UUID.randomUUID();
+        List<String> names = List.of(stuck, "free-1-" + UUID.randomUUID(), "free-2-" + UUID.randomUUID());
+        Connection inserting = insertingInOpenTransaction(stuck);
+        try {
+            int before = quickStore.sharedStatements()[0];
+            List<CompletableFuture<AcquireReply>> replies = new ArrayList<>();
+            together(quickStore, quickGate, name -> quickStore.acquire(name, "blocked", 60_000, 0), () -> {
+                names.forEach(name -> replies.add(quickStore.acquire(name, "me", 60_000, 0).toFuture()));
+                return Mono.just(replies);
+            }, () -> { });
+            assertThat(replies.get(1).get(WAIT.toSeconds(), TimeUnit.SECONDS).acquired()).as(names.get(1)).isTrue();
+            assertThat(replies.get(2).get(WAIT.toSeconds(), TimeUnit.SECONDS).acquired()).as(names.get(2)).isTrue();
+            assertThat(quickStore.sharedStatements()[0]).as("shared acquire statements").isEqualTo(before + 1);
+            // The stuck lock's own statement still waits for the insert: the rollback lets it in.
+            Mono.from(inserting.rollbackTransaction()).block(WAIT);
+            assertThat(replies.get(0).get(WAIT.toSeconds(), TimeUnit.SECONDS).acquired()).as(stuck).isTrue();
+        } finally {
+            Mono.from(inserting.close()).onErrorResume(e -> Mono.empty()).block(WAIT);
+            quickStore.close().block(WAIT);
+            quick.scheduler().dispose();
         }
     }
 
@@ -457,21 +501,20 @@ class PostgresSharedStatementsIT {
     }
 
     /**
-     * Runs {@code requests} while every statement slot of the store is taken by an acquire waiting for a row the
-     * test has locked, so that the requests queue up and leave in one statement when the lock is released.
+     * Runs {@code requests} while a lone acquire and one acquire a statement slot wait for their connections at the
+     * gate, so that the requests queue up and leave in one statement when the gate opens.
      */
     private <T> T together(Supplier<Mono<T>> requests) {
-        return together(name -> store.acquire(name, "blocked", 60_000, 0).flatMap(r -> store.release(name, "blocked", null)),
-                false, requests);
+        return together(store, gate, name -> store.acquire(name, "blocked", 60_000, 0), requests, () -> { });
     }
 
-    /** {@link #together(Supplier)} for releases: the blocked statements are releases of held locks. */
+    /** {@link #together(Supplier)} for releases: the statements waiting at the gate are releases. */
     private <T> T releasedTogether(Supplier<Mono<T>> requests) {
         return releasedTogether(requests, () -> { });
     }
 
     private <T> T releasedTogether(Supplier<Mono<T>> requests, ThrowingRunnable whileSent) {
-        return together(name -> store.release(name, "blocker", null), true, requests, whileSent);
+        return together(store, gate, name -> store.release(name, "blocker", null), requests, whileSent);
     }
 
     /** A grant of lock {@code name} to owner {@code me} for {@code leaseMillis}, asserted granted. */
@@ -518,50 +561,34 @@ class PostgresSharedStatementsIT {
     }
 
     /**
-     * {@link #together(Supplier)} with {@code blocked} as the statement that waits for each blocking lock's row (on
-     * another client of the table, say); the blocking locks are held by {@code blocker} with {@code held}, else free.
+     * Runs {@code requests} on {@code store}, whose connections come through {@code gate}, once {@code blocked} (a
+     * request of the same kind, on a lock of its own) has been sent {@link StatementBatcher#MAX_IN_FLIGHT} + 1 times
+     * with the gate closed: the first alone, outside the slots, then one a slot, all waiting for a connection. The
+     * requests queue up meanwhile and leave together when the gate opens; {@code whileSent} runs then.
      */
-    private <T> T together(java.util.function.Function<String, Mono<?>> blocked, boolean held, Supplier<Mono<T>> requests) {
-        return together(blocked, held, requests, () -> { });
-    }
-
-    /** {@link #together(java.util.function.Function, boolean, Supplier)}, running {@code whileSent} once the requests have left. */
-    private <T> T together(java.util.function.Function<String, Mono<?>> blocked, boolean held, Supplier<Mono<T>> requests,
-            ThrowingRunnable whileSent) {
-        return together(store, blocked, held, requests, whileSent);
-    }
-
-    /** {@link #together(java.util.function.Function, boolean, Supplier, ThrowingRunnable)} on the store {@code store}. */
-    private <T> T together(PostgresLeaseStore store, java.util.function.Function<String, Mono<?>> blocked, boolean held,
+    private <T> T together(PostgresLeaseStore store, GatedConnections gate, java.util.function.Function<String, Mono<?>> blocked,
             Supplier<Mono<T>> requests, ThrowingRunnable whileSent) {
-        List<String> blockers = new ArrayList<>();
-        for (int i = 0; i < StatementBatcher.MAX_IN_FLIGHT; i++) {
-            String name = "blocker-" + i + "-" + UUID.randomUUID();
-            store.acquire(name, "blocker", 60_000, 0).then(held ? Mono.empty() : store.release(name, "blocker", null)).block(WAIT);
-            blockers.add(settings.keyPrefix() + "{" + name + "}");
-        }
-        Connection tx = Mono.from(pool.create()).block(WAIT);
+        List<Throwable> failed = new java.util.concurrent.CopyOnWriteArrayList<>();
+        gate.close();
         try {
-            Mono.from(tx.beginTransaction()).block(WAIT);
-            Flux.from(tx.createStatement("SELECT lock_id FROM " + TABLE + " WHERE lock_id = ANY($1) FOR UPDATE")
-                            .bind(0, blockers.toArray(new String[0])).execute())
-                    .concatMap(r -> r.map((row, meta) -> 1)).then().block(WAIT);
-            List<Disposable> waiting = new ArrayList<>();
-            for (String lockId : blockers) {
-                String name = lockId.substring(lockId.indexOf('{') + 1, lockId.length() - 1);
-                waiting.add(blocked.apply(name).subscribe());
+            for (int i = 0; i <= StatementBatcher.MAX_IN_FLIGHT; i++) {
+                blocked.apply("blocker-" + i + "-" + UUID.randomUUID()).subscribe(v -> { }, failed::add);
             }
-            awaitWaiting(blockers.size());
+            try {
+                gate.awaitAtGate(StatementBatcher.MAX_IN_FLIGHT + 1, WAIT);
+            } catch (AssertionError e) {
+                failed.forEach(e::addSuppressed);
+                throw e;
+            }
             CompletableFuture<T> result = requests.get().toFuture();
-            Mono.from(tx.commitTransaction()).block(WAIT);
+            Thread.sleep(100); // requests that hop threads on their way to the store queue up too
+            gate.open();
             whileSent.run();
-            T value = result.get(WAIT.toSeconds(), TimeUnit.SECONDS);
-            waiting.forEach(Disposable::dispose);
-            return value;
+            return result.get(WAIT.toSeconds(), TimeUnit.SECONDS);
         } catch (Exception e) {
             throw new AssertionError(e);
         } finally {
-            Mono.from(tx.close()).block(WAIT);
+            gate.open();
         }
     }
 

@@ -11,13 +11,14 @@ import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicReference;
+import java.util.function.Function;
 import org.junit.jupiter.api.Test;
 import reactor.core.publisher.Mono;
 import reactor.core.publisher.Sinks;
 
 /**
- * {@link StatementBatcher} with statements of its own: each one-row statement answers when the test lets it, every
- * multi-row statement fails as rolled back by a wait.
+ * {@link StatementBatcher} with statements of its own: each one-row statement answers when the test lets it; what a
+ * multi-row statement does is up to each test.
  */
 class StatementBatcherTest {
 
@@ -30,53 +31,115 @@ class StatementBatcherTest {
         }
     }
 
-    private final AtomicInteger running = new AtomicInteger();
-    private final AtomicInteger peak = new AtomicInteger();
+    /** The reply of a multi-row statement for a request whose row it skipped. */
+    private static final String SKIPPED = "skipped";
+
     private final Map<String, Sinks.One<String>> open = new ConcurrentHashMap<>();
     private final List<String> ranAlone = new CopyOnWriteArrayList<>();
+    private final List<List<String>> ranTogether = new CopyOnWriteArrayList<>();
+    private final AtomicInteger slotsRunning = new AtomicInteger();
+    private final AtomicInteger slotsPeak = new AtomicInteger();
 
-    private StatementBatcher<String, String> batcher(Duration commandTimeout) {
+    /**
+     * A batcher whose one-row statements wait for the test, and whose multi-row statements do what {@code many} says
+     * (counted while they run in {@link #slotsRunning}).
+     */
+    private StatementBatcher<String, String> batcher(Duration commandTimeout, Function<List<String>, Mono<List<String>>> many) {
         return new StatementBatcher<>(r -> {
             Sinks.One<String> reply = Sinks.one();
             open.put(r, reply);
             ranAlone.add(r);
-            peak.accumulateAndGet(running.incrementAndGet(), Math::max);
             return reply.asMono();
-        }, rs -> Mono.error(new RolledBack()), r -> r, RolledBack.class::isInstance, reply -> false,
+        }, rs -> {
+            ranTogether.add(List.copyOf(rs));
+            slotsPeak.accumulateAndGet(slotsRunning.incrementAndGet(), Math::max);
+            // Counted out before the batcher hears the outcome (it may start the next statement at once).
+            return many.apply(rs).doOnSuccess(v -> slotsRunning.decrementAndGet()).doOnError(e -> slotsRunning.decrementAndGet());
+        }, r -> r, RolledBack.class::isInstance, SKIPPED::equals,
                 (e, r) -> PostgresErrors.classify(e, r, "acquire", commandTimeout, "t"), commandTimeout);
     }
 
-    /** Fills every slot with a one-row statement that waits, then queues {@code queued} requests behind them. */
-    private List<AtomicReference<Object>> fillSlotsAndQueue(StatementBatcher<String, String> batcher, int queued) {
-        List<AtomicReference<Object>> outcomes = new ArrayList<>();
-        for (int i = 0; i < StatementBatcher.MAX_IN_FLIGHT + queued; i++) {
-            AtomicReference<Object> outcome = new AtomicReference<>();
-            batcher.send("r" + i).subscribe(outcome::set, outcome::set);
-            outcomes.add(outcome);
-        }
-        assertThat(ranAlone).as("requests sent at once").hasSize(StatementBatcher.MAX_IN_FLIGHT);
-        return outcomes;
+    /** Multi-row statements that answer each request with its own name at once. */
+    private static Mono<List<String>> answerAll(List<String> requests) {
+        return Mono.just(List.copyOf(requests));
     }
 
-    /** The one-row statement of {@code request} answers: it no longer runs from then on. */
+    /** The one-row statement of {@code request} answers. */
     private void answer(String request) {
-        running.decrementAndGet();
         open.remove(request).tryEmitValue(request);
     }
 
+    private static AtomicReference<Object> send(StatementBatcher<String, String> batcher, String request) {
+        AtomicReference<Object> outcome = new AtomicReference<>();
+        batcher.send(request).subscribe(outcome::set, outcome::set);
+        return outcome;
+    }
+
     @Test
-    void membersOfAStatementRolledBackByAWaitRunAloneThroughTheSlots() {
-        StatementBatcher<String, String> batcher = batcher(Duration.ofMinutes(1));
-        List<AtomicReference<Object>> outcomes = fillSlotsAndQueue(batcher, 10);
-        // A slot frees: the 10 queued leave in one statement, which is rolled back, and are run again alone.
-        answer("r0");
-        assertThat(batcher.multiRowStatements()).isEqualTo(1);
-        while (!open.isEmpty()) {
-            assertThat(running.get()).as("statements running at once").isLessThanOrEqualTo(StatementBatcher.MAX_IN_FLIGHT);
-            answer(open.keySet().iterator().next());
+    void aRequestWhileNothingRunsGoesAloneAndOneThatWaitsHoldsUpNoOtherRequest() {
+        StatementBatcher<String, String> batcher = batcher(Duration.ofMinutes(1), StatementBatcherTest::answerAll);
+        AtomicReference<Object> first = send(batcher, "r0");
+        assertThat(ranAlone).as("the lone request, in the one-row statement").containsExactly("r0");
+        // r0 waits (for a write transaction, say): later requests go through the slots and are answered meanwhile.
+        for (int i = 1; i <= 3 * StatementBatcher.MAX_IN_FLIGHT; i++) {
+            assertThat(send(batcher, "r" + i).get()).as("reply of r" + i).isEqualTo("r" + i);
         }
-        assertThat(peak.get()).as("most statements at once").isLessThanOrEqualTo(StatementBatcher.MAX_IN_FLIGHT);
-        assertThat(ranAlone).as("requests run alone").hasSize(14);
+        assertThat(first.get()).as("r0, still waiting").isNull();
+        assertThat(ranAlone).containsExactly("r0");
+        answer("r0");
+        assertThat(first.get()).isEqualTo("r0");
+        // Nothing runs any more: the next request goes alone again.
+        send(batcher, "r-last");
+        assertThat(ranAlone).containsExactly("r0", "r-last");
+    }
+
+    @Test
+    void aSkippedRequestRunsAloneOutsideTheSlots() {
+        StatementBatcher<String, String> batcher = batcher(Duration.ofMinutes(1),
+                rs -> Mono.just(rs.stream().map(r -> r.startsWith("locked") ? SKIPPED : r).toList()));
+        send(batcher, "lone");
+        List<AtomicReference<Object>> locked = new ArrayList<>();
+        for (int i = 0; i < 2 * StatementBatcher.MAX_IN_FLIGHT; i++) {
+            locked.add(send(batcher, "locked-" + i));
+        }
+        // Each skipped request waits alone for its row, outside the slots: a free lock is still answered at once.
+        assertThat(ranAlone).hasSize(1 + 2 * StatementBatcher.MAX_IN_FLIGHT);
+        assertThat(send(batcher, "free").get()).isEqualTo("free");
+        assertThat(locked).allMatch(outcome -> outcome.get() == null);
+        for (int i = 0; i < locked.size(); i++) {
+            answer("locked-" + i);
+            assertThat(locked.get(i).get()).isEqualTo("locked-" + i);
+        }
+    }
+
+    @Test
+    void membersOfAStatementRolledBackByAWaitRunAloneThroughTheSlotsThenOutside() {
+        // Every multi-row statement waits until the test answers it, and is then rolled back.
+        List<Sinks.Empty<Void>> statements = new CopyOnWriteArrayList<>();
+        StatementBatcher<String, String> batcher = batcher(Duration.ofMinutes(1), rs -> {
+            Sinks.Empty<Void> done = Sinks.empty();
+            statements.add(done);
+            return done.asMono().then(Mono.error(new RolledBack()));
+        });
+        send(batcher, "lone");
+        List<AtomicReference<Object>> outcomes = new ArrayList<>();
+        for (int i = 0; i < StatementBatcher.MAX_IN_FLIGHT + 10; i++) {
+            outcomes.add(send(batcher, "r" + i));
+        }
+        assertThat(ranTogether).as("one a slot, the rest queued").hasSize(StatementBatcher.MAX_IN_FLIGHT);
+        // Roll back statement after statement: the 10 queued leave together, are rolled back, and run again one a
+        // statement through the slots; rolled back again, each runs alone in the one-row statement.
+        for (int i = 0; i < statements.size(); i++) {
+            statements.get(i).tryEmitEmpty();
+            assertThat(slotsRunning.get()).isLessThanOrEqualTo(StatementBatcher.MAX_IN_FLIGHT);
+        }
+        assertThat(slotsPeak.get()).as("most multi-row statements at once").isLessThanOrEqualTo(StatementBatcher.MAX_IN_FLIGHT);
+        assertThat(ranTogether).as("statements of several requests").filteredOn(rs -> rs.size() > 1).hasSize(1);
+        assertThat(batcher.multiRowStatements()).isEqualTo(1);
+        assertThat(ranAlone).as("requests run alone in the end").hasSize(1 + StatementBatcher.MAX_IN_FLIGHT + 10);
+        for (String request : List.copyOf(open.keySet())) {
+            answer(request);
+        }
         for (int i = 0; i < outcomes.size(); i++) {
             assertThat(outcomes.get(i).get()).as("reply of r" + i).isEqualTo("r" + i);
         }
@@ -84,10 +147,20 @@ class StatementBatcherTest {
 
     @Test
     void aRequestThatWaitedTooLongForASlotFailsAsNotSentNotAsNotConnected() throws InterruptedException {
-        StatementBatcher<String, String> batcher = batcher(Duration.ofMillis(50));
-        List<AtomicReference<Object>> outcomes = fillSlotsAndQueue(batcher, 1);
+        // Multi-row statements that answer when the test lets them: the slots stay taken until then.
+        List<Sinks.Empty<Void>> statements = new CopyOnWriteArrayList<>();
+        StatementBatcher<String, String> batcher = batcher(Duration.ofMillis(50), rs -> {
+            Sinks.Empty<Void> done = Sinks.empty();
+            statements.add(done);
+            return done.asMono().then(answerAll(rs));
+        });
+        send(batcher, "lone");
+        List<AtomicReference<Object>> outcomes = new ArrayList<>();
+        for (int i = 0; i <= StatementBatcher.MAX_IN_FLIGHT; i++) {
+            outcomes.add(send(batcher, "r" + i));
+        }
         Thread.sleep(200); // longer than the command timeout: the queued request has waited too long
-        answer(open.keySet().iterator().next());
+        statements.get(0).tryEmitEmpty();
         List<Object> failures = outcomes.stream().map(AtomicReference::get).filter(Throwable.class::isInstance).toList();
         assertThat(failures).as("requests failed").hasSize(1);
         Throwable failure = (Throwable) failures.get(0);
@@ -95,5 +168,6 @@ class StatementBatcherTest {
         assertThat(failure.getMessage()).contains("not sent").contains("waited longer than the command timeout")
                 .doesNotContain("cannot connect");
         assertThat(PostgresErrors.neverSent(failure)).as("never sent").isTrue();
+        assertThat(statements).as("no statement took the late request").hasSize(StatementBatcher.MAX_IN_FLIGHT);
     }
 }

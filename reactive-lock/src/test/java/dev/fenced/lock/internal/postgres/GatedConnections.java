@@ -1,0 +1,108 @@
+package dev.fenced.lock.internal.postgres;
+
+import io.r2dbc.spi.Connection;
+import io.r2dbc.spi.ConnectionFactory;
+import io.r2dbc.spi.ConnectionFactoryMetadata;
+import java.lang.reflect.InvocationTargetException;
+import java.lang.reflect.Proxy;
+import java.time.Duration;
+import java.util.concurrent.atomic.AtomicInteger;
+import org.reactivestreams.Publisher;
+import reactor.core.publisher.Mono;
+import reactor.core.publisher.Sinks;
+
+/**
+ * A connection factory over another that a test can close like a gate: while closed, every connection asked for
+ * waits at the gate, and opening it hands them out. Counts the connections waiting at the gate, those handed out
+ * and not yet closed, and the most handed out at once since {@link #resetPeak()}.
+ *
+ * <p>Tests of {@link StatementBatcher} through a store use it to make requests leave together: with the gate
+ * closed, a lone request and then one statement a slot wait for their connections, so that the requests made next
+ * queue up and leave in one statement once the gate opens.
+ */
+final class GatedConnections implements ConnectionFactory {
+
+    private final ConnectionFactory delegate;
+    private volatile Sinks.Empty<Void> gate = opened();
+    private final AtomicInteger atGate = new AtomicInteger();
+    private final AtomicInteger out = new AtomicInteger();
+    private final AtomicInteger peak = new AtomicInteger();
+
+    GatedConnections(ConnectionFactory delegate) {
+        this.delegate = delegate;
+    }
+
+    private static Sinks.Empty<Void> opened() {
+        Sinks.Empty<Void> open = Sinks.empty();
+        open.tryEmitEmpty();
+        return open;
+    }
+
+    /** Connections asked for from now on wait until {@link #open()}. */
+    void close() {
+        gate = Sinks.empty();
+    }
+
+    /** Hands out the connections waiting, and every later one at once. */
+    void open() {
+        gate.tryEmitEmpty();
+    }
+
+    /** How many connections wait at the gate. */
+    int atGate() {
+        return atGate.get();
+    }
+
+    /** The most connections handed out at once since the last reset. */
+    int peak() {
+        return peak.get();
+    }
+
+    /** Starts counting the peak again from the connections handed out now. */
+    void resetPeak() {
+        peak.set(out.get());
+    }
+
+    /**
+     * Waits until {@code n} connections wait at the gate.
+     *
+     * @param n how many
+     * @param timeout how long at most
+     */
+    void awaitAtGate(int n, Duration timeout) throws InterruptedException {
+        long deadline = System.nanoTime() + timeout.toNanos();
+        while (atGate.get() < n) {
+            if (System.nanoTime() > deadline) {
+                throw new AssertionError(atGate.get() + " connection(s) at the gate, not " + n);
+            }
+            Thread.sleep(5);
+        }
+    }
+
+    @Override
+    public Publisher<? extends Connection> create() {
+        return Mono.defer(() -> {
+            atGate.incrementAndGet();
+            return gate.asMono().doFinally(s -> atGate.decrementAndGet());
+        }).then(Mono.from(delegate.create())).map(c -> {
+            peak.accumulateAndGet(out.incrementAndGet(), Math::max);
+            AtomicInteger closed = new AtomicInteger();
+            return (Connection) Proxy.newProxyInstance(getClass().getClassLoader(), new Class<?>[] {Connection.class},
+                    (proxy, method, args) -> {
+                        if (method.getName().equals("close") && closed.getAndIncrement() == 0) {
+                            out.decrementAndGet();
+                        }
+                        try {
+                            return method.invoke(c, args);
+                        } catch (InvocationTargetException e) {
+                            throw e.getCause();
+                        }
+                    });
+        });
+    }
+
+    @Override
+    public ConnectionFactoryMetadata getMetadata() {
+        return delegate.getMetadata();
+    }
+}
