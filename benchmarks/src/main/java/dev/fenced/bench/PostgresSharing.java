@@ -8,8 +8,9 @@ import java.util.Locale;
 
 /**
  * A driver of its own for the PostgreSQL store's shared statements: Fenced on PostgreSQL with every acquire and
- * release a statement of its own (as shipped: the store's experimental batching is off by default) against Fenced
- * with shared statements (its system property set to {@code true}), on one pool and one lease table, in one run: uncontended pairs at 1 and 64 in flight, rounds
+ * release a statement of its own (the store's system property {@code dev.fenced.postgres.batching} set to
+ * {@code false}) against Fenced with shared statements (the default since 2026-12-06; the property set to
+ * {@code true}), on one pool and one lease table, in one run: uncontended pairs at 1 and 64 in flight, rounds
  * alternating which client goes first, then the contended loop of each. Prints one line a result, with the
  * statements per pair (connections the store took from the pool). Arguments: rounds (default 5), pairs a round
  * (default 4000), contended seconds (default 5).

@@ -23,7 +23,7 @@ import reactor.core.scheduler.Scheduler;
 import reactor.core.scheduler.Schedulers;
 
 /**
- * One lock client on the PostgreSQL store with the experimental shared statements on, used by several workers (lanes)
+ * One lock client on the PostgreSQL store with shared statements on, used by several workers (lanes)
  * at once, so that its acquires and releases overlap and share multi-row statements, and a release with a waiting lane
  * of the same client is a one-statement hand-off. The switch is on for this client only: its store is built with
  * {@code batching} set ({@link SharingStores}), not through the JVM-wide system property. Its pool (through the

@@ -483,7 +483,7 @@ class TortureIT {
     }
 
     /**
-     * P14, the PostgreSQL store's experimental shared statements: {@value #SHARED_CLIENTS} lock clients with the switch
+     * P14, the PostgreSQL store's shared statements: {@value #SHARED_CLIENTS} lock clients with the sharing
      * on (for them alone: their stores are built sharing, no system property is set), each used by
      * {@value #SHARED_LANES} workers at once, so that each client has many acquires and releases in flight on
      * {@value #SHARED_ACCOUNTS} accounts: they share multi-row statements, and a release with a waiting lane of the same

@@ -25,13 +25,14 @@ import reactor.util.Loggers;
  * so the grant and the token it mints commit together, and every expiry is decided by the database's clock
  * ({@code clock_timestamp()}), never by the client's. Release notifications go through {@code NOTIFY} on the
  * table's channel, with the lock id as payload ({@link ReleaseNotifications}); statements run on connections
- * of the application's connection factory ({@link PostgresCommands}). Only with the experimental switch
- * {@link #BATCHING_PROPERTY} set to {@code true} (off by default) do acquires (and releases) in flight at once
+ * of the application's connection factory ({@link PostgresCommands}). Acquires (and releases) in flight at once
  * share one multi-row statement ({@link StatementBatcher}), row by row the one-lock statement, and a hand-off to a
- * waiter of the same client become one statement ({@link #handOffSql}). Shared acquires, shared releases and the
- * hand-off never wait for an existing row: they skip rows locked by others (a write transaction's lease check, a
- * renewal), whose requests then run alone in the one-row statements, outside the batcher's slots, so that a request
- * waiting for a long transaction holds up no other request of the client. Off by default.
+ * waiter of the same client is one statement ({@link #handOffSql}); a request made while nothing of its kind runs
+ * goes alone, in the one-row statement. Shared acquires, shared releases and the hand-off never wait for an
+ * existing row: they skip rows locked by others (a write transaction's lease check, a renewal), whose requests then
+ * run alone in the one-row statements, outside the batcher's slots, so that a request waiting for a long
+ * transaction holds up no other request of the client. The system property {@link #BATCHING_PROPERTY} set to
+ * {@code false} turns the sharing off: every acquire and release is then a statement of its own.
  *
  * <p>Thread-safe.
  */
@@ -62,10 +63,10 @@ public final class PostgresLeaseStore implements LeaseStore {
     private final @Nullable StatementBatcher<ReleaseRequest, Released> releases;
 
     /**
-     * The experimental system property that, set to {@code true}, makes acquires and releases in flight at once share
-     * statements and a hand-off one statement (experimental: see the class's javadoc). Unset or anything else
-     * (the default): every acquire and release is a statement of its own and a hand-off a release and an acquire.
-     * Read when a store opens.
+     * The system property that, set to {@code false}, makes every acquire and release a statement of its own and a
+     * hand-off a release and an acquire, as before 2026-12-06. Unset or anything else (the default): acquires and
+     * releases in flight at once share statements and a hand-off is one statement (see the class's javadoc). Read
+     * when a store opens.
      */
     static final String BATCHING_PROPERTY = "dev.fenced.postgres.batching";
     private final String channel;
@@ -132,13 +133,16 @@ public final class PostgresLeaseStore implements LeaseStore {
         this.handOffSql = handOffSql(quoted, serverTime, true);
         this.handOffSqlWithoutHolder = handOffSql(quoted, serverTime, false);
         this.releaseManySql = releaseManySql(quoted);
+        // An acquire skipped while the most one-row acquires run already answers busy: its row is locked by someone
+        // else (the holder's lease check, a renewal, another grant), so the lock is not free to take now; a waiter
+        // waits on for the release's notification, as after any busy answer.
         this.acquires = batching ? new StatementBatcher<>(r -> acquireAlone(r.name(), r.owner(), r.leaseMillis(), r.floor()),
                 this::acquireMany, AcquireRequest::lockId, PostgresErrors::rolledBackByWait, reply -> reply == SKIPPED,
-                (e, r) -> commands.classify(e, r.name(), "acquire"), settings.commandTimeout()) : null;
+                (e, r) -> commands.classify(e, r.name(), "acquire"), r -> AcquireReply.busy(-1), settings.commandTimeout()) : null;
         this.releases = batching ? new StatementBatcher<>(r -> releaseAlone(r.name(), r.owner(), r.token())
                         .map(released -> released ? Released.RELEASED : Released.NOT_HELD),
                 this::releaseMany, ReleaseRequest::lockId, PostgresErrors::rolledBackByWait, reply -> reply == Released.SKIPPED,
-                (e, r) -> commands.classify(e, r.name(), "release"), settings.commandTimeout()) : null;
+                (e, r) -> commands.classify(e, r.name(), "release"), null, settings.commandTimeout()) : null;
     }
 
     /**
@@ -410,7 +414,7 @@ public final class PostgresLeaseStore implements LeaseStore {
     public static PostgresLeaseStore open(ConnectionFactory connectionFactory, String table, ClientSettings settings,
             @Nullable String holderLabel) {
         return new PostgresLeaseStore(connectionFactory, table, settings, holderLabel,
-                "true".equalsIgnoreCase(System.getProperty(BATCHING_PROPERTY)));
+                !"false".equalsIgnoreCase(System.getProperty(BATCHING_PROPERTY)));
     }
 
     /**
@@ -611,8 +615,8 @@ public final class PostgresLeaseStore implements LeaseStore {
     }
 
     /**
-     * By default ({@link #BATCHING_PROPERTY} unset) the two steps of {@link LeaseStore#handOff}: a release, then an
-     * acquire. With the switch on, one statement ({@link #handOffSql}) takes the lock over from the releasing lease
+     * With {@link #BATCHING_PROPERTY} set to {@code false}, the two steps of {@link LeaseStore#handOff}: a release,
+     * then an acquire. By default one statement ({@link #handOffSql}) takes the lock over from the releasing lease
      * for the next owner: no release, no notification, no second statement. Where that statement cannot tell (the
      * releasing lease no longer held the lock, the row was locked by someone else, such as the lease's own write
      * transaction's lease check: the statement never waits for it, or it was rolled back, or outlasted its bound),

@@ -24,27 +24,31 @@ import reactor.core.publisher.MonoSink;
  * <ul>
  *   <li>A request made while no statement of this kind runs leaves at once and alone, in the one-row statement,
  *       which may wait for its row (a lease check's transaction): one acquire at a time pays nothing, and is
- *       answered as without this class. It takes no slot.</li>
+ *       answered as without this class.</li>
  *   <li>Requests made while a statement of this kind runs wait for a slot: at most {@link #MAX_IN_FLIGHT}
- *       multi-row statements run at once, each on a connection of the application's pool. They leave together as
- *       soon as a slot frees: up to {@link #BATCH} a statement, more (an {@code MAX_IN_FLIGHT}-th of those
- *       waiting, up to {@link #MAX_BATCH}) when more wait; a lone request in a slot still goes in the multi-row
- *       statement. That statement waits for no row lock: it skips a row locked by someone else, and its
- *       request runs again alone ({@code replyRunAlone}), outside the slots, in the one-row statement that may
- *       wait. So a request that waits for a long write transaction holds up nobody else's requests: the others
- *       keep to the slots, which keep moving (before, four one-row statements waiting for rows held every slot,
- *       and every other request of the client queued behind them).</li>
+ *       multi-row statements run at once. They leave together as soon as a slot frees: up to {@link #BATCH} a
+ *       statement, more (an {@code MAX_IN_FLIGHT}-th of those waiting, up to {@link #MAX_BATCH}) when more wait;
+ *       a lone request in a slot still goes in the multi-row statement. That statement waits for no row lock: it
+ *       skips a row locked by someone else, and its request runs again alone ({@code replyRunAlone}), in the
+ *       one-row statement that may wait, outside the slots. So a request that waits for a long write transaction
+ *       holds up no request in the slots (before, four one-row statements waiting for rows held every slot, and
+ *       every other request of the client queued behind them).</li>
+ *   <li>At most {@link #MAX_ALONE} one-row statements of this kind run at once, the lone request's included, so
+ *       that this kind never holds more than {@code MAX_IN_FLIGHT + MAX_ALONE} connections of the pool, however many
+ *       requests wait for rows: a skipped request beyond them takes the {@code crowded} reply at once where there
+ *       is one (an acquire: busy, the row being locked by someone else), or else waits for one of them to end.</li>
  *   <li>A statement carries each lock once (PostgreSQL refuses to change one row twice in a statement): a
  *       second request for a lock already in the statement waits for the next one, in its place.</li>
  *   <li>Each request gets its own reply: the statement answers for every row. A statement that fails as a whole
  *       fails every request it carried, each with the error classified for its own lock, except a statement
  *       rolled back by a wait ({@code retryAlone}: failed to serialize, a deadlock, or a wait past its bound):
  *       it changed nothing, and each request goes back to the head of the line to run alone, in a slot, in the
- *       multi-row statement; one rolled back again, alone, runs in the one-row statement outside the slots. So
- *       one contended lock does not fail the others, and a rollback does not send every member to the pool at
- *       once.</li>
- *   <li>A request that has waited longer than the command timeout when a statement could take it fails without
- *       being sent ({@link PostgresErrors.NotConnectedException}, "not sent": nothing ran, no undo needed).</li>
+ *       multi-row statement; one rolled back again, alone, runs as a skipped request does. So one contended lock
+ *       does not fail the others, and a rollback does not send every member to the pool at once.</li>
+ *   <li>A request that has waited longer than the command timeout, since it was made, when a statement could take
+ *       it (again) fails without being sent ({@link PostgresErrors.NotConnectedException}, "not sent": nothing it
+ *       asked for took effect, no undo needed), or takes the {@code crowded} reply if it was skipped. A request can
+ *       so take up to about twice the command timeout: its waits, then its last statement.</li>
  * </ul>
  * Cancelling a request before it leaves takes it back; after, its statement runs on (the lease runtime
  * subscribes to the store's replies itself and undoes what an abandoned attempt took). Thread-safe.
@@ -60,8 +64,11 @@ final class StatementBatcher<R, T> {
     /** The most requests one statement carries. */
     static final int MAX_BATCH = 256;
 
-    /** The most statements of one kind running at once, and so the most connections they hold. */
+    /** The most multi-row statements of one kind running at once: the slots. */
     static final int MAX_IN_FLIGHT = 4;
+
+    /** The most one-row statements of one kind running at once, outside the slots. */
+    static final int MAX_ALONE = 4;
 
     private final Function<R, Mono<T>> one;
     private final Function<List<R>, Mono<List<T>>> many;
@@ -69,10 +76,13 @@ final class StatementBatcher<R, T> {
     private final Predicate<Throwable> retryAlone;
     private final Predicate<T> replyRunAlone;
     private final BiFunction<Throwable, R, Throwable> classify;
+    private final @Nullable Function<R, T> crowded;
     private final Duration commandTimeout;
     private final long timeoutNanos;
-    /** Guarded by itself, as are {@link #running} and {@link #outside}. */
+    /** The requests waiting for a slot. Guarded by itself, as are {@link #aside}, {@link #running} and {@link #outside}. */
     private final ArrayDeque<Pending<R, T>> waiting = new ArrayDeque<>();
+    /** The skipped requests waiting for a one-row statement. */
+    private final ArrayDeque<Pending<R, T>> aside = new ArrayDeque<>();
     /** The multi-row statements running: one a slot. */
     private int running;
     /** The one-row statements running, outside the slots. */
@@ -87,17 +97,20 @@ final class StatementBatcher<R, T> {
      * @param retryAlone whether a failure of {@code many} changed nothing and its requests should be run alone
      * @param replyRunAlone whether a reply of {@code many} says that its request was skipped, to be run alone
      * @param classify a failure of {@code many} as the given request reports it
+     * @param crowded the reply of a skipped request when {@link #MAX_ALONE} one-row statements run already, or
+     *     {@code null} to wait for one of them to end
      * @param commandTimeout the command timeout
      */
     StatementBatcher(Function<R, Mono<T>> one, Function<List<R>, Mono<List<T>>> many, Function<R, String> key,
             Predicate<Throwable> retryAlone, Predicate<T> replyRunAlone, BiFunction<Throwable, R, Throwable> classify,
-            Duration commandTimeout) {
+            @Nullable Function<R, T> crowded, Duration commandTimeout) {
         this.one = one;
         this.many = many;
         this.key = key;
         this.retryAlone = retryAlone;
         this.replyRunAlone = replyRunAlone;
         this.classify = classify;
+        this.crowded = crowded;
         this.commandTimeout = commandTimeout;
         this.timeoutNanos = commandTimeout.toNanos();
     }
@@ -110,11 +123,11 @@ final class StatementBatcher<R, T> {
      */
     Mono<T> send(R request) {
         return Mono.create(sink -> {
-            Pending<R, T> pending = new Pending<>(request, sink, System.nanoTime(), new AtomicBoolean(), false);
+            Pending<R, T> pending = new Pending<>(request, sink, System.nanoTime(), new AtomicBoolean());
             sink.onCancel(() -> pending.cancelled.set(true));
             boolean alone;
             synchronized (waiting) {
-                alone = running == 0 && outside == 0 && waiting.isEmpty();
+                alone = running == 0 && outside == 0 && waiting.isEmpty() && aside.isEmpty();
                 if (alone) {
                     outside++;
                 } else {
@@ -148,15 +161,17 @@ final class StatementBatcher<R, T> {
                 }
             }
             // Signalled outside the lock: a subscriber may send again at once.
-            for (Pending<R, T> late : expired) {
-                late.sink.error(classify.apply(new PostgresErrors.NotConnectedException("waited longer than the command timeout ("
-                        + commandTimeout.toMillis() + " ms) for one of the " + MAX_IN_FLIGHT + " statements of its kind", null,
-                        true), late.request));
-            }
+            expired.forEach(late -> late.sink.error(notSent(late)));
             if (!batch.isEmpty()) {
                 runTogether(batch);
             }
         }
+    }
+
+    /** The failure of a request that waited longer than the command timeout for a statement. */
+    private Throwable notSent(Pending<R, T> late) {
+        return classify.apply(new PostgresErrors.NotConnectedException("waited longer than the command timeout ("
+                + commandTimeout.toMillis() + " ms) for one of the statements of its kind", null, true), late.request);
     }
 
     /** The next statement's requests, oldest first, one a lock; moves those that waited too long to {@code expired}. */
@@ -169,7 +184,7 @@ final class StatementBatcher<R, T> {
             Pending<R, T> next = it.next();
             if (next.cancelled.get()) {
                 it.remove();
-            } else if (now - next.queuedAt > timeoutNanos) {
+            } else if (now - next.madeAt > timeoutNanos) {
                 it.remove();
                 expired.add(next);
             } else if (next.alone) {
@@ -186,28 +201,6 @@ final class StatementBatcher<R, T> {
         return batch;
     }
 
-    /**
-     * One request in the one-row statement, outside the slots (counted in {@link #outside} by the caller); nothing
-     * if it was cancelled meanwhile.
-     */
-    private void runOutside(Pending<R, T> pending) {
-        if (pending.cancelled.get()) {
-            synchronized (waiting) {
-                outside--;
-            }
-            return;
-        }
-        subscribe(() -> one.apply(pending.request), (value, error) -> {
-            try {
-                settle(pending, value, error);
-            } finally {
-                synchronized (waiting) {
-                    outside--;
-                }
-            }
-        });
-    }
-
     /** The requests in one multi-row statement, in a slot. */
     private void runTogether(List<Pending<R, T>> batch) {
         List<R> requests = new ArrayList<>(batch.size());
@@ -218,50 +211,117 @@ final class StatementBatcher<R, T> {
             statements.incrementAndGet();
         }
         subscribe(() -> many.apply(requests), (replies, error) -> {
-            List<Pending<R, T>> alone = new ArrayList<>(0);
-            try {
-                if (error != null && retryAlone.test(error)) {
-                    if (batch.size() == 1) {
-                        alone.add(batch.get(0));
-                    } else {
-                        runAgainAlone(batch);
-                    }
-                    return;
+            List<Pending<R, T>> skipped = new ArrayList<>(0);
+            List<Runnable> answers = new ArrayList<>(batch.size());
+            boolean again = false;
+            if (error != null && retryAlone.test(error)) {
+                if (batch.size() == 1) {
+                    skipped.add(batch.get(0));
+                } else {
+                    again = true;
                 }
-                if (error == null && (replies == null || replies.size() != batch.size())) {
-                    error = new IllegalStateException("a lease statement of " + batch.size() + " locks answered "
+            } else {
+                Throwable failure = error;
+                if (failure == null && (replies == null || replies.size() != batch.size())) {
+                    failure = new IllegalStateException("a lease statement of " + batch.size() + " locks answered "
                             + (replies == null ? "nothing" : replies.size() + " replies"));
                 }
                 for (int i = 0; i < batch.size(); i++) {
                     Pending<R, T> pending = batch.get(i);
-                    T reply = error == null && replies != null ? replies.get(i) : null;
+                    T reply = failure == null ? replies.get(i) : null;
                     if (reply != null && replyRunAlone.test(reply)) {
-                        alone.add(pending);
+                        skipped.add(pending);
                     } else {
-                        settle(pending, reply, error == null ? null : classify.apply(error, pending.request));
+                        Throwable own = failure;
+                        answers.add(() -> settle(pending, reply, own == null ? null : classify.apply(own, pending.request)));
                     }
                 }
-            } finally {
-                synchronized (waiting) {
-                    running--;
-                    outside += alone.size();
-                }
-                for (Pending<R, T> pending : alone) {
-                    runOutside(pending);
-                }
-                drain();
             }
+            synchronized (waiting) {
+                running--;
+                if (again) {
+                    // Back to the head of the line, each to run alone in a multi-row statement, through the slots.
+                    for (int i = batch.size() - 1; i >= 0; i--) {
+                        Pending<R, T> pending = batch.get(i);
+                        waiting.addFirst(new Pending<>(pending.request, pending.sink, pending.madeAt, pending.cancelled, true));
+                    }
+                }
+            }
+            answers.forEach(Runnable::run);
+            skipped.forEach(this::runAside);
+            drain();
         });
     }
 
-    /** Back to the head of the line, each to run alone in a multi-row statement, through the slots. */
-    private void runAgainAlone(List<Pending<R, T>> batch) {
-        long now = System.nanoTime();
+    /** A skipped request: alone in the one-row statement if fewer than {@link #MAX_ALONE} run, else crowded or aside. */
+    private void runAside(Pending<R, T> pending) {
+        boolean now;
         synchronized (waiting) {
-            for (int i = batch.size() - 1; i >= 0; i--) {
-                Pending<R, T> pending = batch.get(i);
-                waiting.addFirst(new Pending<>(pending.request, pending.sink, now, pending.cancelled, true));
+            now = outside < MAX_ALONE;
+            if (now) {
+                outside++;
+            } else if (crowded == null) {
+                aside.addLast(pending);
             }
+        }
+        if (now) {
+            runOutside(pending);
+        } else if (crowded != null) {
+            settle(pending, crowded.apply(pending.request), null);
+        }
+    }
+
+    /**
+     * One request in the one-row statement, outside the slots (counted in {@link #outside} by the caller); nothing
+     * if it was cancelled meanwhile, and not sent if it has waited longer than the command timeout.
+     */
+    private void runOutside(Pending<R, T> pending) {
+        if (pending.cancelled.get()) {
+            ended();
+            return;
+        }
+        if (System.nanoTime() - pending.madeAt > timeoutNanos) {
+            ended();
+            settleLate(pending);
+            return;
+        }
+        subscribe(() -> one.apply(pending.request), (value, error) -> {
+            ended();
+            settle(pending, value, error);
+        });
+    }
+
+    /** A one-row statement has ended: the next skipped request waiting for one, if any, takes its place. */
+    private void ended() {
+        Pending<R, T> next = null;
+        List<Pending<R, T>> late = new ArrayList<>(0);
+        synchronized (waiting) {
+            outside--;
+            while (next == null && !aside.isEmpty()) {
+                Pending<R, T> first = aside.pollFirst();
+                if (first.cancelled.get()) {
+                    continue;
+                }
+                if (System.nanoTime() - first.madeAt > timeoutNanos) {
+                    late.add(first);
+                } else {
+                    next = first;
+                    outside++;
+                }
+            }
+        }
+        late.forEach(this::settleLate);
+        if (next != null) {
+            runOutside(next);
+        }
+    }
+
+    /** A skipped request that has waited too long to run alone: the crowded reply, or not sent. */
+    private void settleLate(Pending<R, T> pending) {
+        if (crowded != null) {
+            settle(pending, crowded.apply(pending.request), null);
+        } else {
+            pending.sink.error(notSent(pending));
         }
     }
 
@@ -281,7 +341,8 @@ final class StatementBatcher<R, T> {
         Mono<X> reply;
         try {
             reply = statement.get();
-        } catch (RuntimeException e) {
+        } catch (Throwable e) {
+            reactor.core.Exceptions.throwIfJvmFatal(e);
             reply = Mono.error(e);
         }
         AtomicBoolean answered = new AtomicBoolean();
@@ -300,7 +361,14 @@ final class StatementBatcher<R, T> {
         });
     }
 
-    /** A request in line; {@code alone}: to run in a statement of its own (its shared statement was rolled back). */
-    private record Pending<R, T>(R request, MonoSink<T> sink, long queuedAt, AtomicBoolean cancelled, boolean alone) {
+    /**
+     * A request in line, with when it was made; {@code alone}: to run in a statement of its own (its shared statement
+     * was rolled back).
+     */
+    private record Pending<R, T>(R request, MonoSink<T> sink, long madeAt, AtomicBoolean cancelled, boolean alone) {
+
+        Pending(R request, MonoSink<T> sink, long madeAt, AtomicBoolean cancelled) {
+            this(request, sink, madeAt, cancelled, false);
+        }
     }
 }

@@ -34,13 +34,14 @@ import reactor.core.publisher.Flux;
 import reactor.core.publisher.Mono;
 
 /**
- * The PostgreSQL store as it opens by default ({@link PostgresLeaseStore#BATCHING_PROPERTY} unset: one statement per
- * acquire and per release, a hand-off in two steps) under a write transaction's lease check (r2dbc-fencing's
- * {@code LeaseCheck}: {@code FOR KEY SHARE} on the row until the transaction ends). These are the review's findings
- * against shared statements, each asserted on the default path, where they must not happen: the shared path
- * (switched on) fails them, which is why it is off by default. Every store here is opened by the property-reading
- * {@code open}, the one {@code FencedLockClient} uses, except in the tests named {@code switchedOn…}, which open
- * it with shared statements on.
+ * The PostgreSQL store as it opens by default ({@link PostgresLeaseStore#BATCHING_PROPERTY} unset: acquires and
+ * releases in flight at once share statements, a hand-off is one statement) and with the sharing switched off (one
+ * statement per acquire and per release, a hand-off in two steps), under a write transaction's lease check
+ * (r2dbc-fencing's {@code LeaseCheck}: {@code FOR KEY SHARE} on the row until the transaction ends). These are the
+ * reviews' findings against shared statements, each asserted on both paths. Every store here is opened by the
+ * property-reading {@code open}, the one {@code FencedLockClient} uses, with the property unset, except in the tests
+ * named {@code switchedOff…}, which open it with the sharing off, and
+ * {@link #aStatementMeetingTwoLeaseChecksKeepsToTheSlots}, which opens it sharing.
  */
 @ExtendWith(PostgresServerExtension.class)
 class PostgresDefaultStatementsIT {
@@ -70,9 +71,25 @@ class PostgresDefaultStatementsIT {
         pool.disposeLater().block(WAIT);
     }
 
-    /** Unset, the switch is off: no shared statements, and a hand-off is a release and an acquire. */
+    /** Unset, the property leaves acquires and releases in flight at once sharing statements. */
     @Test
-    void statementsAreNotSharedByDefault() {
+    void statementsAreSharedByDefault() {
+        assertThat(sharedStatementsOf40Pairs()).as("shared acquire and release statements").allMatch(n -> n > 0);
+    }
+
+    /** Set to {@code false}, the property turns the sharing off: no shared statements. */
+    @Test
+    void switchedOffStatementsAreNotShared() {
+        System.setProperty(PostgresLeaseStore.BATCHING_PROPERTY, "false");
+        try {
+            assertThat(sharedStatementsOf40Pairs()).as("shared acquire and release statements").containsOnly(0);
+        } finally {
+            System.clearProperty(PostgresLeaseStore.BATCHING_PROPERTY);
+        }
+    }
+
+    /** 40 acquires at once, then 40 releases, on a store opened by the property-reading factory; its shared statements. */
+    private List<Integer> sharedStatementsOf40Pairs() {
         ClientSettings settings = settings(Duration.ofSeconds(5));
         PostgresLeaseStore store = PostgresLeaseStore.open(pool, TABLE, settings, null);
         try {
@@ -84,7 +101,7 @@ class PostgresDefaultStatementsIT {
                     .collectList().block(WAIT);
             assertThat(replies).allMatch(AcquireReply::acquired);
             Flux.fromIterable(names).flatMap(n -> store.release(n, "o", null), 64).blockLast(WAIT);
-            assertThat(store.sharedStatements()).as("shared statements run").containsOnly(0);
+            return java.util.Arrays.stream(store.sharedStatements()).boxed().toList();
         } finally {
             store.close().block(WAIT);
             settings.scheduler().dispose();
@@ -101,10 +118,10 @@ class PostgresDefaultStatementsIT {
         releaseInsideItsWriteTransactionWithALocalWaiter();
     }
 
-    /** Review finding 1 with the switch on: the one-statement hand-off does not wait for the lease check either. */
+    /** Review finding 1 with the sharing off: the release, in two steps, does not wait for the lease check either. */
     @Test
-    void switchedOnAReleaseInsideItsWriteTransactionWithALocalWaiterIsReleased() throws Exception {
-        System.setProperty(PostgresLeaseStore.BATCHING_PROPERTY, "true");
+    void switchedOffAReleaseInsideItsWriteTransactionWithALocalWaiterIsReleased() throws Exception {
+        System.setProperty(PostgresLeaseStore.BATCHING_PROPERTY, "false");
         try {
             releaseInsideItsWriteTransactionWithALocalWaiter();
         } finally {
@@ -139,22 +156,23 @@ class PostgresDefaultStatementsIT {
     /**
      * Review finding 1, at the store: a hand-off while the releasing lease's lease check is open releases (the
      * release is a no-key update, which does not wait for {@code FOR KEY SHARE}); only the next owner's acquire
-     * waits, and the lock is left to nobody rather than to the releasing lease.
+     * waits, and the lock is left to nobody rather than to the releasing lease. By default the one-statement hand-off
+     * skips the locked row and takes the two steps.
      */
     @Test
     void aHandOffWhileTheReleasingLeasesWriteTransactionIsOpenReleases() throws Exception {
-        handOffWhileTheReleasingLeasesWriteTransactionIsOpen(false);
-    }
-
-    /** The same with the switch on: the one-statement hand-off skips the locked row and takes the two steps. */
-    @Test
-    void switchedOnAHandOffWhileTheReleasingLeasesWriteTransactionIsOpenReleases() throws Exception {
         handOffWhileTheReleasingLeasesWriteTransactionIsOpen(true);
     }
 
-    private void handOffWhileTheReleasingLeasesWriteTransactionIsOpen(boolean switchedOn) throws Exception {
+    /** The same with the sharing off: the hand-off is the two steps. */
+    @Test
+    void switchedOffAHandOffWhileTheReleasingLeasesWriteTransactionIsOpenReleases() throws Exception {
+        handOffWhileTheReleasingLeasesWriteTransactionIsOpen(false);
+    }
+
+    private void handOffWhileTheReleasingLeasesWriteTransactionIsOpen(boolean shared) throws Exception {
         ClientSettings settings = settings(Duration.ofSeconds(2));
-        PostgresLeaseStore store = open(settings, switchedOn);
+        PostgresLeaseStore store = open(settings, shared);
         try {
             String name = "ho-" + UUID.randomUUID();
             long token = store.acquire(name, "a", 60_000, 0).block(WAIT).token();
@@ -181,22 +199,22 @@ class PostgresDefaultStatementsIT {
     /**
      * Review finding 2: acquires of free locks made at the same time as an acquire of a lock whose row a write
      * transaction holds (its lease check), all queued together, are each granted: none waits for the other lock's
-     * transaction.
+     * transaction. By default the shared statement skips the locked row, which runs again alone.
      */
     @Test
     void freeLocksAreGrantedWhileAnotherLocksWriteTransactionIsOpen() throws Exception {
-        freeLocksWhileAnotherLocksWriteTransactionIsOpen(false);
-    }
-
-    /** The same with the switch on: the shared statement skips the locked row, which runs again alone. */
-    @Test
-    void switchedOnFreeLocksAreGrantedWhileAnotherLocksWriteTransactionIsOpen() throws Exception {
         freeLocksWhileAnotherLocksWriteTransactionIsOpen(true);
     }
 
-    private void freeLocksWhileAnotherLocksWriteTransactionIsOpen(boolean switchedOn) throws Exception {
+    /** The same with the sharing off: each acquire is a statement of its own. */
+    @Test
+    void switchedOffFreeLocksAreGrantedWhileAnotherLocksWriteTransactionIsOpen() throws Exception {
+        freeLocksWhileAnotherLocksWriteTransactionIsOpen(false);
+    }
+
+    private void freeLocksWhileAnotherLocksWriteTransactionIsOpen(boolean shared) throws Exception {
         ClientSettings settings = settings(Duration.ofSeconds(3));
-        PostgresLeaseStore store = open(settings, switchedOn);
+        PostgresLeaseStore store = open(settings, shared);
         try {
             String held = "held-" + UUID.randomUUID();
             long token = store.acquire(held, "holder", 60_000, 0).block(WAIT).token();
@@ -230,30 +248,31 @@ class PostgresDefaultStatementsIT {
     }
 
     /**
-     * Acquires of locks whose rows write transactions hold (their lease checks), more than there are statement slots,
-     * wait for those transactions: an acquire of a free lock made meanwhile is granted at once. With shared statements
-     * on, four such acquires used to take every slot, each alone in the one-row statement, and every other acquire of
-     * the client queued behind them until a transaction ended or the command timeout.
+     * Acquires of locks whose rows write transactions hold (their lease checks), as many as there are statement slots,
+     * wait for those transactions: an acquire of a free lock made meanwhile is granted at once. With shared statements,
+     * four such acquires used to take every slot, each alone in the one-row statement, and every other acquire of
+     * the client queued behind them until a transaction ended or the command timeout; now a statement in a slot never
+     * waits for a row, and those acquires wait outside the slots.
      */
     @Test
     void anAcquireIsNotHeldUpByAcquiresWaitingForWriteTransactions() throws Exception {
-        acquireNotHeldUpByAcquiresWaitingForWriteTransactions(false);
-    }
-
-    /** The same with the switch on: a statement in a slot never waits for a row; those acquires wait outside. */
-    @Test
-    void switchedOnAnAcquireIsNotHeldUpByAcquiresWaitingForWriteTransactions() throws Exception {
         acquireNotHeldUpByAcquiresWaitingForWriteTransactions(true);
     }
 
-    private void acquireNotHeldUpByAcquiresWaitingForWriteTransactions(boolean switchedOn) throws Exception {
+    /** The same with the sharing off: each acquire is a statement of its own. */
+    @Test
+    void switchedOffAnAcquireIsNotHeldUpByAcquiresWaitingForWriteTransactions() throws Exception {
+        acquireNotHeldUpByAcquiresWaitingForWriteTransactions(false);
+    }
+
+    private void acquireNotHeldUpByAcquiresWaitingForWriteTransactions(boolean shared) throws Exception {
         ClientSettings settings = settings(Duration.ofSeconds(30));
-        PostgresLeaseStore store = open(settings, switchedOn);
+        PostgresLeaseStore store = open(settings, shared);
         Connection tx = Mono.from(pool.create()).block(WAIT);
         try {
             Mono.from(tx.beginTransaction()).block(WAIT);
             List<CompletableFuture<AcquireReply>> waiting = new ArrayList<>();
-            for (int i = 0; i <= StatementBatcher.MAX_IN_FLIGHT; i++) {
+            for (int i = 0; i < StatementBatcher.MAX_ALONE; i++) {
                 String name = "checked-" + i + "-" + UUID.randomUUID();
                 long token = store.acquire(name, "holder", 60_000, 0).block(WAIT).token();
                 leaseCheck(tx, name, "holder", token).block(WAIT);
@@ -276,22 +295,23 @@ class PostgresDefaultStatementsIT {
 
     /**
      * Review finding 3: a write transaction that checks two leases (B, then A) while acquires of A and B wait (a
-     * head waiter of each, say) is not made a deadlock victim, as LeaseCheck's javadoc promises.
+     * head waiter of each, say) is not made a deadlock victim, as LeaseCheck's javadoc promises. By default the
+     * shared statement locks A and skips B, so no cycle can close.
      */
     @Test
     void aWriteTransactionCheckingTwoLeasesDoesNotDeadlockWithAcquires() throws Exception {
-        writeTransactionCheckingTwoLeasesWhileAcquiresWait(false);
-    }
-
-    /** The same with the switch on: the shared statement locks A and skips B, so no cycle can close. */
-    @Test
-    void switchedOnAWriteTransactionCheckingTwoLeasesDoesNotDeadlockWithAcquires() throws Exception {
         writeTransactionCheckingTwoLeasesWhileAcquiresWait(true);
     }
 
-    private void writeTransactionCheckingTwoLeasesWhileAcquiresWait(boolean switchedOn) throws Exception {
+    /** The same with the sharing off: each acquire is a statement of its own. */
+    @Test
+    void switchedOffAWriteTransactionCheckingTwoLeasesDoesNotDeadlockWithAcquires() throws Exception {
+        writeTransactionCheckingTwoLeasesWhileAcquiresWait(false);
+    }
+
+    private void writeTransactionCheckingTwoLeasesWhileAcquiresWait(boolean shared) throws Exception {
         ClientSettings settings = settings(Duration.ofSeconds(30));
-        PostgresLeaseStore store = open(settings, switchedOn);
+        PostgresLeaseStore store = open(settings, shared);
         try {
             String a = "a-" + UUID.randomUUID();
             String b = "b-" + UUID.randomUUID();
@@ -412,14 +432,14 @@ class PostgresDefaultStatementsIT {
     }
 
     /**
-     * With the experimental switch on (review findings 3, 4 and 6): a shared statement of A, B and 30 free locks
+     * Shared statements (review findings 3, 4 and 6): a shared statement of A, B and 30 free locks
      * while a write transaction holds B's lease check and then checks A. Before {@code SKIP LOCKED} the statement
      * waited for B, the cycle closed, the statement was the deadlock victim (40P01) and reran every member alone at
-     * once (12 connections); now it skips B (which runs again alone, through the slots), so never more than
-     * {@link StatementBatcher#MAX_IN_FLIGHT} statements run at once and each free lock is granted.
+     * once (12 connections); now it skips B (which runs again alone, outside the slots), so never more than
+     * {@link StatementBatcher#MAX_IN_FLIGHT} statements run in the slots at once and each free lock is granted.
      */
     @Test
-    void switchedOnAStatementMeetingTwoLeaseChecksKeepsToTheSlots() throws Exception {
+    void aStatementMeetingTwoLeaseChecksKeepsToTheSlots() throws Exception {
         ClientSettings settings = settings(Duration.ofSeconds(30));
         PostgresLeaseStore store = PostgresLeaseStore.open(gate, TABLE, settings, null, true);
         try {
@@ -458,10 +478,10 @@ class PostgresDefaultStatementsIT {
 
     // --- helpers ---
 
-    /** A store on the pool: with shared statements on, or as it opens by default. */
-    private PostgresLeaseStore open(ClientSettings settings, boolean switchedOn) {
-        return switchedOn ? PostgresLeaseStore.open(gate, TABLE, settings, null, true)
-                : PostgresLeaseStore.open(gate, TABLE, settings, null);
+    /** A store on the gated pool: as it opens by default (sharing statements), or with the sharing off. */
+    private PostgresLeaseStore open(ClientSettings settings, boolean shared) {
+        return shared ? PostgresLeaseStore.open(gate, TABLE, settings, null)
+                : PostgresLeaseStore.open(gate, TABLE, settings, null, false);
     }
 
     private ClientSettings settings(Duration commandTimeout) {
@@ -498,7 +518,7 @@ class PostgresDefaultStatementsIT {
 
     /**
      * Starts {@code requests} while a lone acquire and one acquire a statement slot wait for their connections at the
-     * gate, and opens it 200 ms later: with shared statements switched on, the requests queue meanwhile and leave
+     * gate, and opens it 200 ms later: with shared statements (the default), the requests queue meanwhile and leave
      * together. The gate's peak counts from the opening.
      */
     private <T> CompletableFuture<T> whileSlotsWait(PostgresLeaseStore store, java.util.function.Supplier<Mono<T>> requests)

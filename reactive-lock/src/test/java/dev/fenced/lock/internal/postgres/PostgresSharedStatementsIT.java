@@ -137,7 +137,7 @@ class PostgresSharedStatementsIT {
 
     @Test
     void aMemberGivenUpMidStatementLeavesNoOwnerlessLease() throws Exception {
-        // The client's own store shares statements (the builder's does only with the switch on): the abandoned
+        // The client's own store shares statements (as the builder's does unless switched off): the abandoned
         // request then leaves in the kept requests' statement, so its grant is in the table once theirs are.
         PostgresLeaseStore shared = PostgresLeaseStore.open(gate, TABLE, settings, null, true);
         try (FencedLockClient client = LeasingLockClient.create(shared, settings)) {
@@ -427,6 +427,57 @@ class PostgresSharedStatementsIT {
             Mono.from(inserting.close()).onErrorResume(e -> Mono.empty()).block(WAIT);
             quickStore.close().block(WAIT);
             quick.scheduler().dispose();
+        }
+    }
+
+    /**
+     * Review finding (helper-7): every skipped acquire ran alone on a connection of its own, waiting for its row:
+     * acquires of 40 locks under lease checks held 40 backends, and a renewal of the same client found no connection
+     * in a small pool and its lease was lost. Now at most {@link StatementBatcher#MAX_ALONE} one-row acquires wait,
+     * the others answer busy at once (their rows are locked by someone else), and the store holds no more than the
+     * slots and those connections: a free lock is granted and a lease renewed meanwhile.
+     */
+    @Test
+    void acquiresOfManyCheckedLocksHoldNoMoreConnectionsThanTheSlotsAndTheWaitingOnes() throws Exception {
+        int n = 16;
+        List<String> names = new ArrayList<>();
+        Connection tx = Mono.from(pool.create()).block(WAIT);
+        List<CompletableFuture<AcquireReply>> waiting = new ArrayList<>();
+        try {
+            Mono.from(tx.beginTransaction()).block(WAIT);
+            for (int i = 0; i < n; i++) {
+                String name = "checked-" + i + "-" + UUID.randomUUID();
+                long token = grantMine(name, 60_000).token();
+                Flux.from(tx.createStatement("SELECT 1 FROM " + TABLE + " WHERE lock_id = $1 AND owner = 'me' AND token = $2"
+                                + " AND expires_at > clock_timestamp() FOR KEY SHARE").bind(0, lockId(name)).bind(1, token).execute())
+                        .concatMap(r -> r.map((row, meta) -> 1)).then().block(WAIT);
+                names.add(name);
+            }
+            String kept = "kept-" + UUID.randomUUID();
+            AcquireReply keptGrant = grantMine(kept, 60_000);
+            gate.resetPeak();
+            names.forEach(name -> waiting.add(store.acquire(name, "waiter", 60_000, 0).toFuture()));
+            awaitWaiting(StatementBatcher.MAX_ALONE, "ON CONFLICT");
+            long deadline = System.nanoTime() + WAIT.toNanos();
+            while (waiting.stream().filter(CompletableFuture::isDone).count() < n - StatementBatcher.MAX_ALONE) {
+                assertThat(System.nanoTime()).as("acquires answered while " + StatementBatcher.MAX_ALONE + " wait")
+                        .isLessThan(deadline);
+                Thread.sleep(10);
+            }
+            assertThat(waiting.stream().filter(CompletableFuture::isDone).map(CompletableFuture::join))
+                    .as("acquires answered at once").noneMatch(AcquireReply::acquired);
+            assertThat(store.acquire("free-" + UUID.randomUUID(), "waiter", 60_000, 0).block(WAIT).acquired())
+                    .as("a free lock meanwhile").isTrue();
+            assertThat(store.renew(List.of(new RenewRequest(kept, "me", keptGrant.token(), 60_000))).block(WAIT))
+                    .as("a renewal meanwhile").containsExactly(true);
+            assertThat(gate.peak()).as("connections of the store at once")
+                    .isLessThanOrEqualTo(StatementBatcher.MAX_IN_FLIGHT + StatementBatcher.MAX_ALONE);
+        } finally {
+            Mono.from(tx.commitTransaction()).onErrorResume(e -> Mono.empty()).block(WAIT);
+            Mono.from(tx.close()).block(WAIT);
+        }
+        for (CompletableFuture<AcquireReply> reply : waiting) {
+            assertThat(reply.get(WAIT.toSeconds(), TimeUnit.SECONDS).acquired()).as("held by its holder").isFalse();
         }
     }
 

@@ -45,6 +45,12 @@ class StatementBatcherTest {
      * (counted while they run in {@link #slotsRunning}).
      */
     private StatementBatcher<String, String> batcher(Duration commandTimeout, Function<List<String>, Mono<List<String>>> many) {
+        return batcher(commandTimeout, many, null);
+    }
+
+    /** {@link #batcher(Duration, Function)} whose skipped requests beyond the one-row limit take {@code crowded}. */
+    private StatementBatcher<String, String> batcher(Duration commandTimeout, Function<List<String>, Mono<List<String>>> many,
+            Function<String, String> crowded) {
         return new StatementBatcher<>(r -> {
             Sinks.One<String> reply = Sinks.one();
             open.put(r, reply);
@@ -56,7 +62,7 @@ class StatementBatcherTest {
             // Counted out before the batcher hears the outcome (it may start the next statement at once).
             return many.apply(rs).doOnSuccess(v -> slotsRunning.decrementAndGet()).doOnError(e -> slotsRunning.decrementAndGet());
         }, r -> r, RolledBack.class::isInstance, SKIPPED::equals,
-                (e, r) -> PostgresErrors.classify(e, r, "acquire", commandTimeout, "t"), commandTimeout);
+                (e, r) -> PostgresErrors.classify(e, r, "acquire", commandTimeout, "t"), crowded, commandTimeout);
     }
 
     /** Multi-row statements that answer each request with its own name at once. */
@@ -94,21 +100,43 @@ class StatementBatcherTest {
     }
 
     @Test
-    void aSkippedRequestRunsAloneOutsideTheSlots() {
+    void skippedRequestsRunAloneOutsideTheSlotsAtMostMaxAloneAtOnce() {
         StatementBatcher<String, String> batcher = batcher(Duration.ofMinutes(1),
                 rs -> Mono.just(rs.stream().map(r -> r.startsWith("locked") ? SKIPPED : r).toList()));
         send(batcher, "lone");
         List<AtomicReference<Object>> locked = new ArrayList<>();
-        for (int i = 0; i < 2 * StatementBatcher.MAX_IN_FLIGHT; i++) {
+        for (int i = 0; i < 2 * StatementBatcher.MAX_ALONE; i++) {
             locked.add(send(batcher, "locked-" + i));
         }
-        // Each skipped request waits alone for its row, outside the slots: a free lock is still answered at once.
-        assertThat(ranAlone).hasSize(1 + 2 * StatementBatcher.MAX_IN_FLIGHT);
+        // The lone request and the first skipped ones wait alone for their rows, outside the slots; the other
+        // skipped ones wait for them to end. A free lock is still answered at once.
+        assertThat(ranAlone).hasSize(StatementBatcher.MAX_ALONE);
         assertThat(send(batcher, "free").get()).isEqualTo("free");
         assertThat(locked).allMatch(outcome -> outcome.get() == null);
+        answer("lone");
+        while (!open.isEmpty()) {
+            assertThat(open).as("one-row statements at once").hasSizeLessThanOrEqualTo(StatementBatcher.MAX_ALONE);
+            answer(open.keySet().iterator().next());
+        }
         for (int i = 0; i < locked.size(); i++) {
-            answer("locked-" + i);
             assertThat(locked.get(i).get()).isEqualTo("locked-" + i);
+        }
+        assertThat(ranAlone).hasSize(1 + 2 * StatementBatcher.MAX_ALONE);
+    }
+
+    @Test
+    void skippedRequestsBeyondMaxAloneTakeTheCrowdedReplyAtOnce() {
+        StatementBatcher<String, String> batcher = batcher(Duration.ofMinutes(1),
+                rs -> Mono.just(rs.stream().map(r -> r.startsWith("locked") ? SKIPPED : r).toList()), r -> "busy " + r);
+        send(batcher, "lone");
+        List<AtomicReference<Object>> locked = new ArrayList<>();
+        for (int i = 0; i < 2 * StatementBatcher.MAX_ALONE; i++) {
+            locked.add(send(batcher, "locked-" + i));
+        }
+        assertThat(ranAlone).hasSize(StatementBatcher.MAX_ALONE);
+        for (int i = 0; i < locked.size(); i++) {
+            assertThat(locked.get(i).get()).as("reply of locked-" + i)
+                    .isEqualTo(i < StatementBatcher.MAX_ALONE - 1 ? null : "busy locked-" + i);
         }
     }
 
@@ -133,13 +161,14 @@ class StatementBatcherTest {
             statements.get(i).tryEmitEmpty();
             assertThat(slotsRunning.get()).isLessThanOrEqualTo(StatementBatcher.MAX_IN_FLIGHT);
         }
+        while (!open.isEmpty()) {
+            assertThat(open).as("one-row statements at once").hasSizeLessThanOrEqualTo(StatementBatcher.MAX_ALONE);
+            answer(open.keySet().iterator().next());
+        }
         assertThat(slotsPeak.get()).as("most multi-row statements at once").isLessThanOrEqualTo(StatementBatcher.MAX_IN_FLIGHT);
         assertThat(ranTogether).as("statements of several requests").filteredOn(rs -> rs.size() > 1).hasSize(1);
         assertThat(batcher.multiRowStatements()).isEqualTo(1);
         assertThat(ranAlone).as("requests run alone in the end").hasSize(1 + StatementBatcher.MAX_IN_FLIGHT + 10);
-        for (String request : List.copyOf(open.keySet())) {
-            answer(request);
-        }
         for (int i = 0; i < outcomes.size(); i++) {
             assertThat(outcomes.get(i).get()).as("reply of r" + i).isEqualTo("r" + i);
         }

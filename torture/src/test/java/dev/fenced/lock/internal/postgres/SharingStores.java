@@ -5,10 +5,10 @@ import dev.fenced.lock.internal.LeaseStore;
 import io.r2dbc.spi.ConnectionFactory;
 
 /**
- * The torture arm's way to the PostgreSQL store's experimental shared statements for one client only: the store's
- * package-private factory with {@code batching} set, so that no system property is flipped for the whole JVM (the other
- * scenarios' clients, and the child JVMs, keep the default of one statement each), and the store's own count of the
- * multi-row statements it started. Test code in the store's package; nothing else of the store is reached.
+ * The torture arm's way to the PostgreSQL store's shared statements for one client only: the store's
+ * package-private factory with {@code batching} set, whatever the system property says (shared statements are the
+ * default, which {@code dev.fenced.postgres.batching=false} turns off for the whole JVM), and the store's own count of
+ * the multi-row statements it started. Test code in the store's package; nothing else of the store is reached.
  */
 public final class SharingStores {
 
