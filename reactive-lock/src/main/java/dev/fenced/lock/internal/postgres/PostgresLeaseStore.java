@@ -31,7 +31,9 @@ import reactor.util.Loggers;
  * goes alone, in the one-row statement. Shared acquires, shared releases and the hand-off never wait for an
  * existing row: they skip rows locked by others (a write transaction's lease check, a renewal), whose requests then
  * run alone in the one-row statements, outside the batcher's slots, so that a request waiting for a long
- * transaction holds up no other request of the client. The system property {@link #BATCHING_PROPERTY} set to
+ * transaction holds up no other request of the client; at most {@link StatementBatcher#MAX_ALONE} of each kind at
+ * once: a skipped acquire beyond them is answered busy with a short time to try again after
+ * ({@link #CROWDED_RETRY_MILLIS}), a skipped release waits for one of them. The system property {@link #BATCHING_PROPERTY} set to
  * {@code false} turns the sharing off: every acquire and release is then a statement of its own.
  *
  * <p>Thread-safe.
@@ -74,6 +76,12 @@ public final class PostgresLeaseStore implements LeaseStore {
 
     /** What an acquire's own {@code lock_timeout} adds to the command timeout, in milliseconds. */
     static final int LOCK_TIMEOUT_MARGIN_MILLIS = 250;
+
+    /**
+     * The most a skipped acquire answered busy at once (while the most one-row acquires run already) tells its waiter
+     * to wait before it tries again, in milliseconds: a quarter of the command timeout if less.
+     */
+    static final long CROWDED_RETRY_MILLIS = 200;
 
     /** A shared acquire waits at most the command timeout divided by this for a row being inserted. */
     static final int SHARED_LOCK_WAIT_DIVISOR = 4;
@@ -133,12 +141,15 @@ public final class PostgresLeaseStore implements LeaseStore {
         this.handOffSql = handOffSql(quoted, serverTime, true);
         this.handOffSqlWithoutHolder = handOffSql(quoted, serverTime, false);
         this.releaseManySql = releaseManySql(quoted);
-        // An acquire skipped while the most one-row acquires run already answers busy: its row is locked by someone
-        // else (the holder's lease check, a renewal, another grant), so the lock is not free to take now; a waiter
-        // waits on for the release's notification, as after any busy answer.
+        // An acquire skipped while the most one-row acquires run already answers busy, with a short time to try again
+        // after (CROWDED_RETRY_MILLIS at most): its row is locked by someone else, often the holder's write transaction
+        // (its lease check), but the lease may be released already, its notification gone: a waiter must not sleep as
+        // after a busy answer of unknown time.
+        long crowdedRetry = Math.min(CROWDED_RETRY_MILLIS, Math.max(1, commandTimeoutMillis / 4));
         this.acquires = batching ? new StatementBatcher<>(r -> acquireAlone(r.name(), r.owner(), r.leaseMillis(), r.floor()),
                 this::acquireMany, AcquireRequest::lockId, PostgresErrors::rolledBackByWait, reply -> reply == SKIPPED,
-                (e, r) -> commands.classify(e, r.name(), "acquire"), r -> AcquireReply.busy(-1), settings.commandTimeout()) : null;
+                (e, r) -> commands.classify(e, r.name(), "acquire"), r -> AcquireReply.busy(crowdedRetry), settings.commandTimeout())
+                : null;
         this.releases = batching ? new StatementBatcher<>(r -> releaseAlone(r.name(), r.owner(), r.token())
                         .map(released -> released ? Released.RELEASED : Released.NOT_HELD),
                 this::releaseMany, ReleaseRequest::lockId, PostgresErrors::rolledBackByWait, reply -> reply == Released.SKIPPED,

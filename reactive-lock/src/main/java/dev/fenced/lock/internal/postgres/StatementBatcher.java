@@ -36,7 +36,8 @@ import reactor.core.publisher.MonoSink;
  *   <li>At most {@link #MAX_ALONE} one-row statements of this kind run at once, the lone request's included, so
  *       that this kind never holds more than {@code MAX_IN_FLIGHT + MAX_ALONE} connections of the pool, however many
  *       requests wait for rows: a skipped request beyond them takes the {@code crowded} reply at once where there
- *       is one (an acquire: busy, the row being locked by someone else), or else waits for one of them to end.</li>
+ *       is one (an acquire: busy, its row being locked by someone else, with a short time to try again after:
+ *       the lock may be free by then), or else waits for one of them to end.</li>
  *   <li>A statement carries each lock once (PostgreSQL refuses to change one row twice in a statement): a
  *       second request for a lock already in the statement waits for the next one, in its place.</li>
  *   <li>Each request gets its own reply: the statement answers for every row. A statement that fails as a whole
@@ -247,9 +248,15 @@ final class StatementBatcher<R, T> {
                     }
                 }
             }
-            answers.forEach(Runnable::run);
-            skipped.forEach(this::runAside);
-            drain();
+            try {
+                answers.forEach(Runnable::run);
+            } finally {
+                try {
+                    skipped.forEach(this::runAside);
+                } finally {
+                    drain();
+                }
+            }
         });
     }
 

@@ -294,6 +294,79 @@ class PostgresDefaultStatementsIT {
     }
 
     /**
+     * Review finding (helper-8): a lease released inside its still-open write transaction (its lease check holds the
+     * row) while four acquires of the waiting client already wait for rows of their own. The waiter, woken by the
+     * release's notification, was answered busy at once with no time known (crowded), slept a third of its lease
+     * time, and nothing woke it when the transaction committed: it timed out. Now the crowded busy answer tells it
+     * to try again shortly, and it gets the lock within its maximum wait (8 s, below a third of the 30 s lease).
+     */
+    @Test
+    void aWaiterOfALockReleasedInsideItsWriteTransactionGetsItOnceTheTransactionEnds() throws Exception {
+        waiterOfALockReleasedInsideItsWriteTransaction(true);
+    }
+
+    /** The same with the sharing off: the waiter's acquire waits for the transaction. */
+    @Test
+    void switchedOffAWaiterOfALockReleasedInsideItsWriteTransactionGetsItOnceTheTransactionEnds() throws Exception {
+        waiterOfALockReleasedInsideItsWriteTransaction(false);
+    }
+
+    private void waiterOfALockReleasedInsideItsWriteTransaction(boolean shared) throws Exception {
+        if (!shared) {
+            System.setProperty(PostgresLeaseStore.BATCHING_PROPERTY, "false");
+        }
+        Connection checks = Mono.from(pool.create()).block(WAIT);
+        Connection write = Mono.from(pool.create()).block(WAIT);
+        try (FencedLockClient holder = waitingClient(); FencedLockClient waiter = waitingClient()) {
+            Mono.from(checks.beginTransaction()).block(WAIT);
+            List<String> checked = new ArrayList<>();
+            // Kept reachable: a lease whose FencedLease the garbage collector takes is released.
+            List<FencedLease> held = new ArrayList<>();
+            for (int i = 0; i < StatementBatcher.MAX_ALONE; i++) {
+                String name = "checked-" + i + "-" + UUID.randomUUID();
+                FencedLease lease = holder.acquire(name).block(WAIT);
+                leaseCheck(checks, name, lease.ownerId(), lease.token()).block(WAIT);
+                checked.add(name);
+                held.add(lease);
+            }
+            String name = "released-" + UUID.randomUUID();
+            FencedLease lease = holder.acquire(name).block(WAIT);
+            Mono.from(write.beginTransaction()).block(WAIT);
+            leaseCheck(write, name, lease.ownerId(), lease.token()).block(WAIT);
+            assertThat(lease.release().block(WAIT)).isEqualTo(ReleaseOutcome.RELEASED);
+            List<CompletableFuture<FencedLease>> tries = new ArrayList<>();
+            for (String other : checked) {
+                tries.add(waiter.tryAcquire(other).toFuture());
+            }
+            awaitLockWait("ON CONFLICT", StatementBatcher.MAX_ALONE);
+            CompletableFuture<FencedLease> wanted = waiter.acquire(name).toFuture();
+            Thread.sleep(300); // the waiter's first attempts meet the row still locked
+            Mono.from(write.commitTransaction()).block(WAIT);
+            Object outcome = Mono.fromFuture(wanted).map(Object.class::cast).onErrorResume(e -> Mono.just(e)).block(WAIT);
+            assertThat(outcome).as("the waiter, once the write transaction has ended").isInstanceOf(FencedLease.class);
+            ((FencedLease) outcome).release().block(WAIT);
+            Mono.from(checks.commitTransaction()).block(WAIT);
+            for (CompletableFuture<FencedLease> attempt : tries) {
+                assertThat(attempt.get(WAIT.toSeconds(), TimeUnit.SECONDS)).as("a checked lock, held by its holder").isNull();
+            }
+            assertThat(held).allMatch(FencedLease::isHeld);
+        } finally {
+            System.clearProperty(PostgresLeaseStore.BATCHING_PROPERTY);
+            Mono.from(write.close()).block(WAIT);
+            Mono.from(checks.close()).block(WAIT);
+        }
+    }
+
+    /**
+     * A client on the table: lease 30 s, maximum wait 8 s, command timeout 10 s (longer than the wait: the acquires
+     * that wait for checked rows are still waiting when the test ends the checking transaction).
+     */
+    private FencedLockClient waitingClient() {
+        return FencedLockClient.builder().postgres(pool, PostgresLeaseTable.named(TABLE)).keyPrefix(prefix)
+                .commandTimeout(Duration.ofSeconds(10)).leaseTime(Duration.ofSeconds(30)).maxWait(Duration.ofSeconds(8)).build();
+    }
+
+    /**
      * Review finding 3: a write transaction that checks two leases (B, then A) while acquires of A and B wait (a
      * head waiter of each, say) is not made a deadlock victim, as LeaseCheck's javadoc promises. By default the
      * shared statement locks A and skips B, so no cycle can close.
