@@ -288,9 +288,11 @@ public final class PostgresLeaseStore implements LeaseStore {
      * The release statement of several leases: {@code releaseSql} row by row, over arrays of lock ids ({@code $1}),
      * owners ({@code $2}) and tokens ({@code $3}; 0, never minted, matches any token of the owner), notifying on
      * {@code $4}. It never waits for a row lock: it locks the rows of the leases it releases, and only those,
-     * {@code FOR NO KEY UPDATE SKIP LOCKED}, in lock-id order, then clears their owners. A lease whose row someone
-     * else had locked (a renewal, another statement, a transaction's {@code FOR UPDATE}) answers {@code skipped}, and
-     * is released again alone, in the one-row statement, which may wait. Answers, for each lease by its ordinal
+     * {@code FOR NO KEY UPDATE SKIP LOCKED}, in lock-id order, then clears their owners. A lease held in the
+     * statement's snapshot that it did not lock (its row locked by someone else: a renewal, another statement, a
+     * transaction's {@code FOR UPDATE}) answers {@code skipped}, and is released again alone, in the one-row statement,
+     * which may wait. Only a lease it did not lock reads its row a second time to tell the two apart (for every lease,
+     * that read cost about 15 % of the throughput at 64 releases in flight). Answers, for each lease by its ordinal
      * {@code i}, released or skipped; a lease it does not answer was not held.
      */
     static String releaseManySql(String table) {
@@ -303,8 +305,8 @@ public final class PostgresLeaseStore implements LeaseStore {
                 + " AND (r.token = 0 OR l.token = r.token)"
                 + " AND l.expires_at > clock_timestamp() RETURNING r.i, l.lock_id)"
                 + " SELECT released.i, false AS skipped FROM released, pg_notify($4, released.lock_id)"
-                + " UNION ALL SELECT r.i, true FROM r JOIN " + table + " k ON k.lock_id = r.lock_id" + live
-                + " WHERE k.lock_id NOT IN (SELECT lock_id FROM locked)";
+                + " UNION ALL SELECT r.i, true FROM r WHERE r.lock_id NOT IN (SELECT lock_id FROM locked)"
+                + " AND EXISTS (SELECT 1 FROM " + table + " k WHERE k.lock_id = r.lock_id" + live + ")";
     }
 
     /**

@@ -238,9 +238,8 @@ final class StatementBatcher<R, T> {
                     }
                 }
             }
-            synchronized (waiting) {
-                running--;
-                if (again) {
+            if (again) {
+                synchronized (waiting) {
                     // Back to the head of the line, each to run alone in a multi-row statement, through the slots.
                     for (int i = batch.size() - 1; i >= 0; i--) {
                         Pending<R, T> pending = batch.get(i);
@@ -249,8 +248,13 @@ final class StatementBatcher<R, T> {
                 }
             }
             try {
+                // Answered while the slot is still taken: requests their subscribers make at once queue up, and leave
+                // together below, rather than the first of them alone.
                 answers.forEach(Runnable::run);
             } finally {
+                synchronized (waiting) {
+                    running--;
+                }
                 try {
                     skipped.forEach(this::runAside);
                 } finally {
