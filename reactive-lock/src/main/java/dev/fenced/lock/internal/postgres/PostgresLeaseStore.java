@@ -79,9 +79,13 @@ public final class PostgresLeaseStore implements LeaseStore {
 
     /**
      * The most a skipped acquire answered busy at once (while the most one-row acquires run already) tells its waiter
-     * to wait before it tries again, in milliseconds: a quarter of the command timeout if less.
+     * to wait before it tries again, in milliseconds: a quarter of the command timeout if less, but not less than
+     * {@link #CROWDED_RETRY_FLOOR_MILLIS}.
      */
     static final long CROWDED_RETRY_MILLIS = 200;
+
+    /** The least a crowded acquire's waiter waits before it tries again, whatever the command timeout. */
+    static final long CROWDED_RETRY_FLOOR_MILLIS = 20;
 
     /** A shared acquire waits at most the command timeout divided by this for a row being inserted. */
     static final int SHARED_LOCK_WAIT_DIVISOR = 4;
@@ -145,7 +149,7 @@ public final class PostgresLeaseStore implements LeaseStore {
         // after (CROWDED_RETRY_MILLIS at most): its row is locked by someone else, often the holder's write transaction
         // (its lease check), but the lease may be released already, its notification gone: a waiter must not sleep as
         // after a busy answer of unknown time.
-        long crowdedRetry = Math.min(CROWDED_RETRY_MILLIS, Math.max(1, commandTimeoutMillis / 4));
+        long crowdedRetry = Math.min(CROWDED_RETRY_MILLIS, Math.max(CROWDED_RETRY_FLOOR_MILLIS, commandTimeoutMillis / 4));
         this.acquires = batching ? new StatementBatcher<>(r -> acquireAlone(r.name(), r.owner(), r.leaseMillis(), r.floor()),
                 this::acquireMany, AcquireRequest::lockId, PostgresErrors::rolledBackByWait, reply -> reply == SKIPPED,
                 (e, r) -> commands.classify(e, r.name(), "acquire"), r -> AcquireReply.busy(crowdedRetry), settings.commandTimeout())

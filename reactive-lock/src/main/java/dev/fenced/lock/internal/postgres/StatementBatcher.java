@@ -248,8 +248,10 @@ final class StatementBatcher<R, T> {
                 }
             }
             try {
-                // Answered while the slot is still taken: requests their subscribers make at once queue up, and leave
-                // together below, rather than the first of them alone.
+                // Answered while the slot is still taken: when the other slots are taken too (many in flight), the
+                // requests the subscribers make at once queue up and leave together below, rather than the first of
+                // them alone in this slot (about 20 % of the pairs/s at 64 in flight). The slot is held meanwhile by
+                // what the subscribers run on this thread.
                 answers.forEach(Runnable::run);
             } finally {
                 synchronized (waiting) {
