@@ -37,6 +37,12 @@ final class ShedLockSpringMigrationIT {
     static final AtomicInteger overlaps = new AtomicInteger();
     static final List<Long> tokens = new CopyOnWriteArrayList<>();
     static final List<Throwable> failures = new CopyOnWriteArrayList<>();
+    /**
+     * Set once the test has seen its runs and the contexts start to close: Spring stops scheduling then but does not
+     * wait for a run in progress, which may meet its lock client closed under it (its lease gone); not the migration's
+     * failure.
+     */
+    static volatile boolean closing;
 
     @Configuration
     @EnableScheduling
@@ -75,7 +81,9 @@ final class ShedLockSpringMigrationIT {
                 running.decrementAndGet();
                 runs.incrementAndGet();
             } catch (Throwable t) {
-                failures.add(t);
+                if (!closing) {
+                    failures.add(t);
+                }
             }
         }
     }
@@ -84,9 +92,11 @@ final class ShedLockSpringMigrationIT {
     void aShedLockApplicationRunsItsJobsOnFencedByReplacingTheProviderBean(RedisServer redis) throws Exception {
         redisUri = redis.uri();
         keyPrefix = "shedlock-spring-" + UUID.randomUUID() + ":";
+        closing = false;
         try (AnnotationConfigApplicationContext one = new AnnotationConfigApplicationContext(App.class);
                 AnnotationConfigApplicationContext two = new AnnotationConfigApplicationContext(App.class)) {
             LockProviderContract.await("ten runs of the job", () -> runs.get() >= 10);
+            closing = true;
         }
         assertThat(failures).isEmpty();
         assertThat(overlaps.get()).isZero();
