@@ -131,9 +131,14 @@ final class TcpProxyIT {
 
     @Test
     void unreachableTargetResetsTheClient() throws Exception {
-        int closedPort = Loopback.freePort();
-        try (TcpProxy toNowhere = TcpProxy.start("127.0.0.1", closedPort)) {
-            assertConnectionFailsOrBreaks(() -> RespConnection.open(toNowhere.host(), toNowhere.port()));
+        // A port held by a socket that is bound but never listens: connections to it are refused for as long as the
+        // test runs (a port found free and let go could be taken by a listener meanwhile; a full build once saw the
+        // proxy's client left open, its read timing out).
+        try (java.net.Socket reserved = new java.net.Socket()) {
+            reserved.bind(new java.net.InetSocketAddress("127.0.0.1", 0));
+            try (TcpProxy toNowhere = TcpProxy.start("127.0.0.1", reserved.getLocalPort())) {
+                assertConnectionFailsOrBreaks(() -> RespConnection.open(toNowhere.host(), toNowhere.port()));
+            }
         }
     }
 
