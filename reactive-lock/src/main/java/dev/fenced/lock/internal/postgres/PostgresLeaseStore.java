@@ -131,7 +131,7 @@ public final class PostgresLeaseStore implements LeaseStore {
         // an expired row may be another owner's next grant, and is not waited for. NO KEY UPDATE, as the update itself
         // takes: a write transaction's lease check (FOR KEY SHARE) is not waited for.
         this.renewSql = "WITH r AS (SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[], $4::bigint[])"
-                + " WITH ORDINALITY AS r(lock_id, owner, token, ms, i)), " + lockedInOrder(quoted, "k.token = r.token")
+                + " WITH ORDINALITY AS r(lock_id, owner, token, ms, i)), " + lockedInOrder(quoted, "k.token = r.token", false)
                 + " UPDATE " + quoted + " AS l SET expires_at = clock_timestamp() + r.ms * interval '1 millisecond' FROM r"
                 + " WHERE l.lock_id = r.lock_id AND l.lock_id IN (SELECT lock_id FROM locked) AND l.owner = r.owner"
                 + " AND l.token = r.token AND l.expires_at > clock_timestamp() RETURNING r.i";
@@ -300,33 +300,43 @@ public final class PostgresLeaseStore implements LeaseStore {
      * {@code i}, released or skipped; a lease it does not answer was not held.
      */
     static String releaseManySql(String table) {
-        String live = " AND k.owner = r.owner AND (r.token = 0 OR k.token = r.token) AND k.expires_at > clock_timestamp()";
-        return "WITH r AS (SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[]) WITH ORDINALITY AS r(lock_id, owner, token, i)),"
-                + " locked AS MATERIALIZED (SELECT k.lock_id FROM " + table + " k JOIN r ON k.lock_id = r.lock_id" + live
-                + " ORDER BY k.lock_id FOR NO KEY UPDATE OF k SKIP LOCKED),"
+        String tokenRule = "(r.token = 0 OR k.token = r.token)";
+        return "WITH r AS (SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[]) WITH ORDINALITY AS r(lock_id, owner, token, i)), "
+                + lockedInOrder(table, tokenRule, true) + ","
                 + " released AS (UPDATE " + table + " AS l SET owner = NULL, expires_at = clock_timestamp() FROM r"
                 + " WHERE l.lock_id = r.lock_id AND l.lock_id IN (SELECT lock_id FROM locked) AND l.owner = r.owner"
                 + " AND (r.token = 0 OR l.token = r.token)"
                 + " AND l.expires_at > clock_timestamp() RETURNING r.i, l.lock_id)"
                 + " SELECT released.i, false AS skipped FROM released, pg_notify($4, released.lock_id)"
                 + " UNION ALL SELECT r.i, true FROM r WHERE r.lock_id NOT IN (SELECT lock_id FROM locked)"
-                + " AND EXISTS (SELECT 1 FROM " + table + " k WHERE k.lock_id = r.lock_id" + live + ")";
+                + " AND EXISTS (SELECT 1 FROM " + table + " k WHERE k.lock_id = r.lock_id" + liveLease(tokenRule) + ")";
     }
 
     /**
      * The CTE {@code locked} of a statement over the requests {@code r} that updates the rows of its owners' live
-     * leases (a renewal): it locks those rows, and only those, {@code FOR NO KEY UPDATE} in lock-id order before the
-     * update changes any, so two such statements never wait for each other in a cycle (a shared release locks in the
-     * same order, and waits for none: {@link #releaseManySql}).
+     * leases (a renewal, a shared release): it locks those rows, and only those, {@code FOR NO KEY UPDATE} in lock-id
+     * order before the update changes any, so two such statements never wait for each other in a cycle. A renewal
+     * waits for a row locked by someone else; a shared release skips it ({@code SKIP LOCKED}) and waits for none.
      *
      * @param table the quoted lease table
      * @param tokenRule how a row's token {@code k.token} must match the request's {@code r.token}
+     * @param skipLocked whether a row locked by someone else is skipped instead of waited for
      * @return {@code locked AS MATERIALIZED (…)}
      */
-    private static String lockedInOrder(String table, String tokenRule) {
+    private static String lockedInOrder(String table, String tokenRule, boolean skipLocked) {
         return "locked AS MATERIALIZED (SELECT k.lock_id FROM " + table + " k JOIN r ON k.lock_id = r.lock_id"
-                + " AND k.owner = r.owner AND " + tokenRule + " AND k.expires_at > clock_timestamp()"
-                + " ORDER BY k.lock_id FOR NO KEY UPDATE OF k)";
+                + liveLease(tokenRule) + " ORDER BY k.lock_id FOR NO KEY UPDATE OF k" + (skipLocked ? " SKIP LOCKED" : "") + ")";
+    }
+
+    /**
+     * The condition that row {@code k} holds request {@code r}'s live lease: the request's owner, a token matching by
+     * {@code tokenRule}, not expired.
+     *
+     * @param tokenRule how a row's token {@code k.token} must match the request's {@code r.token}
+     * @return the condition, starting with {@code AND}
+     */
+    private static String liveLease(String tokenRule) {
+        return " AND k.owner = r.owner AND " + tokenRule + " AND k.expires_at > clock_timestamp()";
     }
 
     /**

@@ -6,7 +6,11 @@ import io.r2dbc.spi.ConnectionFactoryMetadata;
 import java.lang.reflect.InvocationTargetException;
 import java.lang.reflect.Proxy;
 import java.time.Duration;
+import java.util.List;
+import java.util.UUID;
+import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.atomic.AtomicInteger;
+import java.util.function.Function;
 import org.reactivestreams.Publisher;
 import reactor.core.publisher.Mono;
 import reactor.core.publisher.Sinks;
@@ -76,6 +80,31 @@ final class GatedConnections implements ConnectionFactory {
                 throw new AssertionError(atGate.get() + " connection(s) at the gate, not " + n);
             }
             Thread.sleep(5);
+        }
+    }
+
+    /**
+     * Closes the gate and takes every statement slot of a store whose connections come through it: sends
+     * {@code blocked} (a request of the store, on a lock of its own) {@link StatementBatcher#MAX_IN_FLIGHT} + 1 times,
+     * the first alone, outside the slots, then one a slot, and returns once all of them wait at the gate. Requests of
+     * that kind made next queue up in the store and leave together once the gate {@link #open() opens}; the caller
+     * opens it, also when this fails.
+     *
+     * @param blocked a request of the store for a lock name
+     * @param timeout how long at most to wait for the requests to reach the gate
+     * @throws AssertionError when they do not, with the requests' failures attached
+     */
+    void takeEverySlot(Function<String, Mono<?>> blocked, Duration timeout) throws InterruptedException {
+        List<Throwable> failed = new CopyOnWriteArrayList<>();
+        close();
+        for (int i = 0; i <= StatementBatcher.MAX_IN_FLIGHT; i++) {
+            blocked.apply("blocker-" + i + "-" + UUID.randomUUID()).subscribe(v -> { }, failed::add);
+        }
+        try {
+            awaitAtGate(StatementBatcher.MAX_IN_FLIGHT + 1, timeout);
+        } catch (AssertionError e) {
+            failed.forEach(e::addSuppressed);
+            throw e;
         }
     }
 

@@ -40,8 +40,7 @@ import reactor.core.publisher.Mono;
  * (r2dbc-fencing's {@code LeaseCheck}: {@code FOR KEY SHARE} on the row until the transaction ends). These are the
  * reviews' findings against shared statements, each asserted on both paths. Every store here is opened by the
  * property-reading {@code open}, the one {@code FencedLockClient} uses, with the property unset, except in the tests
- * named {@code switchedOff…}, which open it with the sharing off, and
- * {@link #aStatementMeetingTwoLeaseChecksKeepsToTheSlots}, which opens it sharing.
+ * named {@code switchedOff…}, which open it with the sharing off.
  */
 @ExtendWith(PostgresServerExtension.class)
 class PostgresDefaultStatementsIT {
@@ -137,9 +136,7 @@ class PostgresDefaultStatementsIT {
             FencedLease lease = client.acquire(name).block(WAIT);
             CompletableFuture<FencedLease> waiter = client.acquire(name).toFuture();
             Thread.sleep(2000); // the waiter's first acquire has answered busy and it listens
-            Connection tx = Mono.from(pool.create()).block(WAIT);
-            try {
-                Mono.from(tx.beginTransaction()).block(WAIT);
+            inTransaction(tx -> {
                 leaseCheck(tx, name, lease.ownerId(), lease.token()).block(WAIT);
                 Object outcome = lease.release().map(Object.class::cast).onErrorResume(e -> Mono.just(e)).block(WAIT);
                 Mono.from(tx.commitTransaction()).block(WAIT);
@@ -147,9 +144,7 @@ class PostgresDefaultStatementsIT {
                 FencedLease next = waiter.get(WAIT.toSeconds(), TimeUnit.SECONDS);
                 assertThat(next.token()).isGreaterThan(lease.token());
                 next.release().block(WAIT);
-            } finally {
-                Mono.from(tx.close()).block(WAIT);
-            }
+            });
         }
     }
 
@@ -171,14 +166,10 @@ class PostgresDefaultStatementsIT {
     }
 
     private void handOffWhileTheReleasingLeasesWriteTransactionIsOpen(boolean shared) throws Exception {
-        ClientSettings settings = settings(Duration.ofSeconds(2));
-        PostgresLeaseStore store = open(settings, shared);
-        try {
+        withStore(Duration.ofSeconds(2), shared, store -> {
             String name = "ho-" + UUID.randomUUID();
             long token = store.acquire(name, "a", 60_000, 0).block(WAIT).token();
-            Connection tx = Mono.from(pool.create()).block(WAIT);
-            try {
-                Mono.from(tx.beginTransaction()).block(WAIT);
+            inTransaction(tx -> {
                 leaseCheck(tx, name, "a", token).block(WAIT);
                 Object outcome = store.handOff(name, "a", token, "b", 60_000, 0).map(Object.class::cast)
                         .onErrorResume(e -> Mono.just(e)).block(WAIT);
@@ -187,13 +178,8 @@ class PostgresDefaultStatementsIT {
                 assertThat(outcome).as("hand-off outcome").isInstanceOf(Handoff.class);
                 assertThat(((Handoff) outcome).released()).as("released").isTrue();
                 assertThat(owner).as("owner after the hand-off").isNotEqualTo("a");
-            } finally {
-                Mono.from(tx.close()).block(WAIT);
-            }
-        } finally {
-            store.close().block(WAIT);
-            settings.scheduler().dispose();
-        }
+            });
+        });
     }
 
     /**
@@ -213,9 +199,7 @@ class PostgresDefaultStatementsIT {
     }
 
     private void freeLocksWhileAnotherLocksWriteTransactionIsOpen(boolean shared) throws Exception {
-        ClientSettings settings = settings(Duration.ofSeconds(3));
-        PostgresLeaseStore store = open(settings, shared);
-        try {
+        withStore(Duration.ofSeconds(3), shared, store -> {
             String held = "held-" + UUID.randomUUID();
             long token = store.acquire(held, "holder", 60_000, 0).block(WAIT).token();
             List<String> names = new ArrayList<>();
@@ -225,9 +209,7 @@ class PostgresDefaultStatementsIT {
                 names.add(name);
             }
             names.add(20, held);
-            Connection tx = Mono.from(pool.create()).block(WAIT);
-            try {
-                Mono.from(tx.beginTransaction()).block(WAIT);
+            inTransaction(tx -> {
                 leaseCheck(tx, held, "holder", token).block(WAIT);
                 List<AcquireReply> got = whileSlotsWait(store, () -> Flux.fromIterable(names)
                         .flatMapSequential(n -> store.acquire(n, "me", 60_000, 0)
@@ -238,13 +220,8 @@ class PostgresDefaultStatementsIT {
                 for (int i = 0; i < names.size(); i++) {
                     assertThat(got.get(i).acquired()).as(names.get(i)).isEqualTo(i != 20);
                 }
-            } finally {
-                Mono.from(tx.close()).block(WAIT);
-            }
-        } finally {
-            store.close().block(WAIT);
-            settings.scheduler().dispose();
-        }
+            });
+        });
     }
 
     /**
@@ -266,11 +243,7 @@ class PostgresDefaultStatementsIT {
     }
 
     private void acquireNotHeldUpByAcquiresWaitingForWriteTransactions(boolean shared) throws Exception {
-        ClientSettings settings = settings(Duration.ofSeconds(30));
-        PostgresLeaseStore store = open(settings, shared);
-        Connection tx = Mono.from(pool.create()).block(WAIT);
-        try {
-            Mono.from(tx.beginTransaction()).block(WAIT);
+        withStore(Duration.ofSeconds(30), shared, store -> inTransaction(tx -> {
             List<CompletableFuture<AcquireReply>> waiting = new ArrayList<>();
             for (int i = 0; i < StatementBatcher.MAX_ALONE; i++) {
                 String name = "checked-" + i + "-" + UUID.randomUUID();
@@ -286,11 +259,7 @@ class PostgresDefaultStatementsIT {
             for (CompletableFuture<AcquireReply> reply : waiting) {
                 assertThat(reply.get(WAIT.toSeconds(), TimeUnit.SECONDS).acquired()).as("held by its holder").isFalse();
             }
-        } finally {
-            Mono.from(tx.close()).block(WAIT);
-            store.close().block(WAIT);
-            settings.scheduler().dispose();
-        }
+        }));
     }
 
     /**
@@ -383,16 +352,12 @@ class PostgresDefaultStatementsIT {
     }
 
     private void writeTransactionCheckingTwoLeasesWhileAcquiresWait(boolean shared) throws Exception {
-        ClientSettings settings = settings(Duration.ofSeconds(30));
-        PostgresLeaseStore store = open(settings, shared);
-        try {
+        withStore(Duration.ofSeconds(30), shared, store -> {
             String a = "a-" + UUID.randomUUID();
             String b = "b-" + UUID.randomUUID();
             long ta = store.acquire(a, "holder-a", 60_000, 0).block(WAIT).token();
             long tb = store.acquire(b, "holder-b", 60_000, 0).block(WAIT).token();
-            Connection tx = Mono.from(pool.create()).block(WAIT);
-            try {
-                Mono.from(tx.beginTransaction()).block(WAIT);
+            inTransaction(tx -> {
                 leaseCheck(tx, b, "holder-b", tb).block(WAIT);
                 CompletableFuture<List<AcquireReply>> waiters = whileSlotsWait(store,
                         () -> Flux.just(a, b).flatMapSequential(n -> store.acquire(n, "waiter", 60_000, 0)).collectList());
@@ -404,13 +369,8 @@ class PostgresDefaultStatementsIT {
                 Mono.from(tx.rollbackTransaction()).onErrorResume(e -> Mono.empty()).block(WAIT);
                 assertThat(outcome).as("the second lease check of the write transaction").isEqualTo("checked");
                 assertThat(waiters.get(WAIT.toSeconds(), TimeUnit.SECONDS)).noneMatch(AcquireReply::acquired);
-            } finally {
-                Mono.from(tx.close()).block(WAIT);
-            }
-        } finally {
-            store.close().block(WAIT);
-            settings.scheduler().dispose();
-        }
+            });
+        });
     }
 
     /**
@@ -419,18 +379,14 @@ class PostgresDefaultStatementsIT {
      */
     @Test
     void aReleaseDoesNotQueueBehindWaitingReleases() throws Exception {
-        ClientSettings settings = settings(Duration.ofSeconds(30));
-        PostgresLeaseStore store = PostgresLeaseStore.open(pool, TABLE, settings, null);
-        try {
+        withStore(Duration.ofSeconds(30), true, store -> {
             List<String> names = new ArrayList<>();
             for (int i = 0; i < StatementBatcher.MAX_IN_FLIGHT + 1; i++) {
                 String name = "rel-" + i + "-" + UUID.randomUUID();
                 store.acquire(name, "o", 60_000, 0).block(WAIT);
                 names.add(name);
             }
-            Connection tx = Mono.from(pool.create()).block(WAIT);
-            try {
-                Mono.from(tx.beginTransaction()).block(WAIT);
+            inTransaction(tx -> {
                 lockRows(tx, names.subList(0, StatementBatcher.MAX_IN_FLIGHT));
                 List<CompletableFuture<Boolean>> waiting = new ArrayList<>();
                 for (int i = 0; i < StatementBatcher.MAX_IN_FLIGHT; i++) {
@@ -444,13 +400,8 @@ class PostgresDefaultStatementsIT {
                 for (CompletableFuture<Boolean> f : waiting) {
                     assertThat(f.get(WAIT.toSeconds(), TimeUnit.SECONDS)).isTrue();
                 }
-            } finally {
-                Mono.from(tx.close()).block(WAIT);
-            }
-        } finally {
-            store.close().block(WAIT);
-            settings.scheduler().dispose();
-        }
+            });
+        });
     }
 
     /**
@@ -513,9 +464,7 @@ class PostgresDefaultStatementsIT {
      */
     @Test
     void aStatementMeetingTwoLeaseChecksKeepsToTheSlots() throws Exception {
-        ClientSettings settings = settings(Duration.ofSeconds(30));
-        PostgresLeaseStore store = PostgresLeaseStore.open(gate, TABLE, settings, null, true);
-        try {
+        withStore(Duration.ofSeconds(30), true, store -> {
             String a = "a-" + UUID.randomUUID();
             String b = "b-" + UUID.randomUUID();
             long ta = store.acquire(a, "holder-a", 60_000, 0).block(WAIT).token();
@@ -524,9 +473,7 @@ class PostgresDefaultStatementsIT {
             for (int i = 0; i < 30; i++) {
                 names.add("free-" + i + "-" + UUID.randomUUID());
             }
-            Connection tx = Mono.from(pool.create()).block(WAIT);
-            try {
-                Mono.from(tx.beginTransaction()).block(WAIT);
+            inTransaction(tx -> {
                 leaseCheck(tx, b, "holder-b", tb).block(WAIT);
                 CompletableFuture<List<AcquireReply>> replies = whileSlotsWait(store,
                         () -> Flux.fromIterable(names).flatMapSequential(n -> store.acquire(n, "w", 60_000, 0), 64).collectList());
@@ -540,21 +487,52 @@ class PostgresDefaultStatementsIT {
                 for (int i = 0; i < names.size(); i++) {
                     assertThat(got.get(i).acquired()).as(names.get(i)).isEqualTo(i >= 2);
                 }
-            } finally {
-                Mono.from(tx.close()).block(WAIT);
-            }
+            });
+        });
+    }
+
+    // --- helpers ---
+
+    /** A test of a store. */
+    @FunctionalInterface
+    private interface StoreTest {
+        void run(PostgresLeaseStore store) throws Exception;
+    }
+
+    /** A test inside a transaction. */
+    @FunctionalInterface
+    private interface TransactionTest {
+        void run(Connection tx) throws Exception;
+    }
+
+    /**
+     * Runs {@code test} on a store on the gated pool, as it opens by default (sharing statements, the property unset)
+     * or with the sharing off, with the given command timeout; closes the store and its scheduler after.
+     */
+    private void withStore(Duration commandTimeout, boolean shared, StoreTest test) throws Exception {
+        ClientSettings settings = settings(commandTimeout);
+        PostgresLeaseStore store = shared ? PostgresLeaseStore.open(gate, TABLE, settings, null)
+                : PostgresLeaseStore.open(gate, TABLE, settings, null, false);
+        try {
+            test.run(store);
         } finally {
             store.close().block(WAIT);
             settings.scheduler().dispose();
         }
     }
 
-    // --- helpers ---
-
-    /** A store on the gated pool: as it opens by default (sharing statements), or with the sharing off. */
-    private PostgresLeaseStore open(ClientSettings settings, boolean shared) {
-        return shared ? PostgresLeaseStore.open(gate, TABLE, settings, null)
-                : PostgresLeaseStore.open(gate, TABLE, settings, null, false);
+    /**
+     * Runs {@code test} with a connection of the pool (not through the gate) in a transaction begun on it; the test
+     * commits or rolls back; the connection is closed after, which rolls back a transaction still open.
+     */
+    private void inTransaction(TransactionTest test) throws Exception {
+        Connection tx = Mono.from(pool.create()).block(WAIT);
+        try {
+            Mono.from(tx.beginTransaction()).block(WAIT);
+            test.run(tx);
+        } finally {
+            Mono.from(tx.close()).block(WAIT);
+        }
     }
 
     private ClientSettings settings(Duration commandTimeout) {
@@ -596,12 +574,8 @@ class PostgresDefaultStatementsIT {
      */
     private <T> CompletableFuture<T> whileSlotsWait(PostgresLeaseStore store, java.util.function.Supplier<Mono<T>> requests)
             throws Exception {
-        gate.close();
         try {
-            for (int i = 0; i <= StatementBatcher.MAX_IN_FLIGHT; i++) {
-                store.acquire("blocker-" + i + "-" + UUID.randomUUID(), "blocked", 60_000, 0).subscribe(r -> { }, e -> { });
-            }
-            gate.awaitAtGate(StatementBatcher.MAX_IN_FLIGHT + 1, WAIT);
+            gate.takeEverySlot(name -> store.acquire(name, "blocked", 60_000, 0), WAIT);
             CompletableFuture<T> result = requests.get().toFuture();
             Thread.sleep(200);
             gate.resetPeak();

@@ -619,18 +619,8 @@ class PostgresSharedStatementsIT {
      */
     private <T> T together(PostgresLeaseStore store, GatedConnections gate, java.util.function.Function<String, Mono<?>> blocked,
             Supplier<Mono<T>> requests, ThrowingRunnable whileSent) {
-        List<Throwable> failed = new java.util.concurrent.CopyOnWriteArrayList<>();
-        gate.close();
         try {
-            for (int i = 0; i <= StatementBatcher.MAX_IN_FLIGHT; i++) {
-                blocked.apply("blocker-" + i + "-" + UUID.randomUUID()).subscribe(v -> { }, failed::add);
-            }
-            try {
-                gate.awaitAtGate(StatementBatcher.MAX_IN_FLIGHT + 1, WAIT);
-            } catch (AssertionError e) {
-                failed.forEach(e::addSuppressed);
-                throw e;
-            }
+            gate.takeEverySlot(blocked, WAIT);
             CompletableFuture<T> result = requests.get().toFuture();
             Thread.sleep(100); // requests that hop threads on their way to the store queue up too
             gate.open();
