@@ -218,6 +218,27 @@ class StoreEnvironmentsIT {
         LockRaces.handOvers(clients, "hand-over", 25, BOUND);
     }
 
+    /**
+     * Every lease granted is held in the store: its release answers RELEASED. On PostgreSQL at a pool default of
+     * SERIALIZABLE the commit of a lone acquire could fail (40001, "pivot during commit attempt") after its row was
+     * sent; the store read the row, dropped the commit's error and answered granted, and the release of that lease
+     * answered NOT_HELD (found by review with 3,000 pairs; a few in each run).
+     */
+    @ParameterizedTest(name = "{0}, pairs at 64 in flight")
+    @MethodSource("stores")
+    void everyLeaseGrantedIsHeldInTheStoreUntilReleased(Store store) {
+        Cell cell = cell(store);
+        FencedLockClient client = client(cell, FencedLockClient.builder().maxWait(BOUND));
+        List<String> names = new ArrayList<>();
+        for (int i = 0; i < 2_000; i++) {
+            names.add("pair-" + (i % 200));
+        }
+        List<ReleaseOutcome> outcomes = Flux.fromIterable(names)
+                .flatMap(name -> client.acquire(name).flatMap(FencedLease::release), 64)
+                .collectList().block(BOUND.multipliedBy(4));
+        assertThat(outcomes).as("releases of granted leases").hasSize(names.size()).containsOnly(ReleaseOutcome.RELEASED);
+    }
+
     @ParameterizedTest(name = "{0}, reset while a command is blocked")
     @MethodSource("standaloneRedis")
     void aResetWhileAnAcquireIsHeldInTheNetworkFailsItAndLeavesNoLockBehind(Store store) throws Exception {

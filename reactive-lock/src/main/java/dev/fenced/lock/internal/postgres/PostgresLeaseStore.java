@@ -544,13 +544,12 @@ public final class PostgresLeaseStore implements LeaseStore {
 
     private Mono<AcquireReply> acquire(String name, String owner, long leaseMillis, long floor, boolean withHolder) {
         String lockId = keys.lockKey(name);
-        return commands.runAcquire(name, c -> rows(holder(c.createStatement(withHolder ? acquireSql : acquireSqlWithoutHolder)
+        return commands.runAcquire(name, c -> firstRow(holder(c.createStatement(withHolder ? acquireSql : acquireSqlWithoutHolder)
                         .bind(0, lockId).bind(1, owner).bind(2, leaseMillis).bind(3, floor).bind(4, commandTimeoutMillis),
                         withHolder),
                         r -> r.map((row, meta) -> Boolean.TRUE.equals(row.get("acquired", Boolean.class))
                                 ? AcquireReply.acquired(longOf(row.get("token", Long.class)))
                                 : AcquireReply.busy(longOf(row.get("ttl", Long.class)))))
-                        .next()
                         // Lost the race for a new lock to an acquire that our statement's snapshot does not show.
                         .defaultIfEmpty(AcquireReply.busy(-1)))
                 // The row changed under the statement each time it ran (40001 at REPEATABLE READ or SERIALIZABLE,
@@ -612,7 +611,7 @@ public final class PostgresLeaseStore implements LeaseStore {
         return commands.run(name, "release", c -> {
             Statement statement = c.createStatement(releaseSql).bind(0, lockId).bind(1, owner).bind(3, channel);
             statement = token == null ? statement.bindNull(2, Long.class) : statement.bind(2, token);
-            return rows(statement, r -> r.map((row, meta) -> Boolean.TRUE)).hasElements();
+            return firstRow(statement, r -> r.map((row, meta) -> Boolean.TRUE)).hasElement();
         });
     }
 
@@ -666,9 +665,8 @@ public final class PostgresLeaseStore implements LeaseStore {
                         String label = holderLabel;
                         statement = label == null ? statement.bindNull(7, String.class) : statement.bind(7, label);
                     }
-                    return rows(statement, r -> r.map((row, meta) -> new Handoff(!Boolean.TRUE.equals(row.get("inserted", Boolean.class)),
-                            AcquireReply.acquired(longOf(row.get("token", Long.class))), null)))
-                            .next();
+                    return firstRow(statement, r -> r.map((row, meta) -> new Handoff(!Boolean.TRUE.equals(row.get("inserted", Boolean.class)),
+                            AcquireReply.acquired(longOf(row.get("token", Long.class))), null)));
                 }).onErrorMap(e -> commands.classify(e, name, "release")))
                 .switchIfEmpty(twoSteps)
                 .onErrorResume(PostgresErrors::rolledBackByWait, e -> twoSteps);
@@ -715,13 +713,12 @@ public final class PostgresLeaseStore implements LeaseStore {
 
     @Override
     public Mono<LockState> lock(String name) {
-        return commands.run(name, "inspect lock", c -> rows(c.createStatement(lockSql).bind(0, keys.lockKey(name)),
-                        r -> r.map((row, meta) -> {
-                            long token = longOf(row.get("token", Long.class));
-                            return new LockState(name, token, longOf(row.get("ttl", Long.class)),
-                                    labelOf(token, row.get("holder", String.class)));
-                        }))
-                .next());
+        return commands.run(name, "inspect lock", c -> firstRow(c.createStatement(lockSql).bind(0, keys.lockKey(name)),
+                r -> r.map((row, meta) -> {
+                    long token = longOf(row.get("token", Long.class));
+                    return new LockState(name, token, longOf(row.get("ttl", Long.class)),
+                            labelOf(token, row.get("holder", String.class)));
+                })));
     }
 
     /**
@@ -741,13 +738,12 @@ public final class PostgresLeaseStore implements LeaseStore {
      */
     @Override
     public Mono<Broken> breakLock(String name, long expectedToken) {
-        return commands.run(name, "force-release", c -> rows(c.createStatement(breakSql)
+        return commands.run(name, "force-release", c -> firstRow(c.createStatement(breakSql)
                         .bind(0, keys.lockKey(name)).bind(1, channel).bind(2, expectedToken),
                         r -> r.map((row, meta) -> {
                             long token = longOf(row.get("token", Long.class));
                             return new Broken(true, token, labelOf(token, row.get("holder", String.class)));
                         }))
-                .next()
                 .defaultIfEmpty(Broken.NOTHING));
     }
 
@@ -797,6 +793,16 @@ public final class PostgresLeaseStore implements LeaseStore {
 
     private static <T> Flux<T> rows(Statement statement, java.util.function.Function<Result, org.reactivestreams.Publisher<T>> map) {
         return Flux.from(statement.execute()).concatMap(map);
+    }
+
+    /**
+     * The first row of a statement, its result read to the end. An auto-commit statement commits after the server has
+     * sent its rows, so an error of the commit (a deferred constraint, a serialization failure detected at commit
+     * under {@code SERIALIZABLE}) comes after them: taking the first row and cancelling the rest would drop that error
+     * and report as granted or released what the database rolled back.
+     */
+    private static <T> Mono<T> firstRow(Statement statement, java.util.function.Function<Result, org.reactivestreams.Publisher<T>> map) {
+        return rows(statement, map).reduce((first, later) -> first);
     }
 
     private static long longOf(@Nullable Long value) {
