@@ -40,7 +40,10 @@ import reactor.core.publisher.Mono;
  * it, the way Spring users hand a factory to code that is not Spring-aware; acquires and releases sharing statements
  * (the default) or not ({@code -Ddev.fenced.postgres.batching=false}). Every grant and release is the store's own
  * transaction: it is visible to other sessions while the caller's transaction is still open, survives that
- * transaction's rollback, and the store never commits or joins the caller's transaction.
+ * transaction's rollback, and the store never commits or joins the caller's transaction. (The client subscribes to
+ * its store calls apart from the caller's subscription, and shared statements apart from any one request, so the
+ * caller's Reactor context, which carries the transaction, does not reach the store's connections; the test asserts
+ * the outcome, whichever path a change would break.)
  */
 @ExtendWith(PostgresServerExtension.class)
 class PostgresLocksInSpringTransactionsIT {
@@ -134,6 +137,9 @@ class PostgresLocksInSpringTransactionsIT {
                     .block(BOUND);
             assertThat(outcomes).hasSize(LOCKS).containsOnly(ReleaseOutcome.RELEASED);
             assertThat(ownersSeenOutside(prefix)).as("owners after releases in a rolled-back transaction").isEmpty();
+        } finally {
+            database.sql("DELETE FROM " + LEASES.name() + " WHERE lock_id LIKE '" + prefix + "%'").then().block(BOUND);
+            database.sql("DELETE FROM " + AUDIT + " WHERE prefix = '" + prefix + "'").then().block(BOUND);
         }
     }
 

@@ -8,7 +8,11 @@ import java.lang.reflect.Proxy;
 import java.time.Duration;
 import java.util.List;
 import java.util.UUID;
+import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CopyOnWriteArrayList;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.TimeoutException;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.function.Function;
 import org.reactivestreams.Publisher;
@@ -31,6 +35,8 @@ final class GatedConnections implements ConnectionFactory {
     private final AtomicInteger atGate = new AtomicInteger();
     private final AtomicInteger out = new AtomicInteger();
     private final AtomicInteger peak = new AtomicInteger();
+    /** The requests of the last {@link #takeEverySlot} call. */
+    private final List<CompletableFuture<?>> blockers = new CopyOnWriteArrayList<>();
 
     GatedConnections(ConnectionFactory delegate) {
         this.delegate = delegate;
@@ -86,7 +92,8 @@ final class GatedConnections implements ConnectionFactory {
     /**
      * Closes the gate and takes every statement slot of a store whose connections come through it: sends
      * {@code blocked} (a request of the store, on a lock of its own) {@link StatementBatcher#MAX_IN_FLIGHT} + 1 times,
-     * the first alone, outside the slots, then one a slot, and returns once all of them wait at the gate. Requests of
+     * the first alone, outside the slots, then one a slot, and returns once all of them wait at the gate (having first
+     * waited for the requests of the previous call, which may still hold slots). Requests of
      * that kind made next queue up in the store and leave together once the gate {@link #open() opens}; the caller
      * opens it, also when this fails.
      *
@@ -95,10 +102,20 @@ final class GatedConnections implements ConnectionFactory {
      * @throws AssertionError when they do not, with the requests' failures attached
      */
     void takeEverySlot(Function<String, Mono<?>> blocked, Duration timeout) throws InterruptedException {
+        // The blockers of an earlier call may still hold slots (their statements run once the gate opened): then
+        // fewer of this call's would reach the gate.
+        for (CompletableFuture<?> earlier : blockers) {
+            try {
+                earlier.get(timeout.toMillis(), TimeUnit.MILLISECONDS);
+            } catch (ExecutionException | TimeoutException e) {
+                // counted below if this call's blockers cannot reach the gate
+            }
+        }
+        blockers.clear();
         List<Throwable> failed = new CopyOnWriteArrayList<>();
         close();
         for (int i = 0; i <= StatementBatcher.MAX_IN_FLIGHT; i++) {
-            blocked.apply("blocker-" + i + "-" + UUID.randomUUID()).subscribe(v -> { }, failed::add);
+            blockers.add(blocked.apply("blocker-" + i + "-" + UUID.randomUUID()).doOnError(failed::add).toFuture());
         }
         try {
             awaitAtGate(StatementBatcher.MAX_IN_FLIGHT + 1, timeout);
